@@ -1,0 +1,122 @@
+"""What resolution produces for one agent: every direct binding and every tool slot, with state.
+
+These are the shapes the reconciler writes into ``status`` and into the bindings document the
+session reads. They are plain, frozen, JSON-ready values.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from controller.domain.models import Access, BindingMode
+
+
+class BindingState(StrEnum):
+    BOUND = "Bound"
+    DEFERRED = "Deferred"
+    UNBOUND = "Unbound"
+    ERROR = "Error"
+
+
+class ResultModel(BaseModel):
+    model_config = ConfigDict(frozen=True, alias_generator=to_camel, populate_by_name=True)
+
+
+class BoundResource(ResultModel):
+    """A concrete resource a binding resolved to.
+
+    ``name``/``namespace``/``uid`` are empty for a resource that exists only as an agent's direct
+    binding (no registered Resource has its URI).
+    """
+
+    uri: str
+    type: str
+    alias: str = ""
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+
+
+class Candidate(ResultModel):
+    """One resource considered for a slot, and why it was or was not chosen."""
+
+    uri: str
+    type: str
+    alias: str = ""
+    reason: str
+
+
+class DirectResult(ResultModel):
+    """One entry of ``spec.resources`` after resolution."""
+
+    name: str
+    tag: str
+    uri: str
+    state: BindingState
+    resource: BoundResource | None = None
+    message: str = ""
+
+
+class SlotResult(ResultModel):
+    """One tool slot after resolution for one agent."""
+
+    tool: str
+    slot: str
+    mode: BindingMode
+    access: Access
+    resource_type: str
+    required: bool = True
+    state: BindingState
+    resource: BoundResource | None = None
+    message: str = ""
+    candidates: list[Candidate] = Field(default_factory=list)
+
+
+class AgentResolution(ResultModel):
+    """Everything resolved for one agent; deterministic for a given registry and agent."""
+
+    agent: str
+    """``namespace/name`` of the agent."""
+    direct: list[DirectResult] = Field(default_factory=list)
+    slots: list[SlotResult] = Field(default_factory=list)
+    missing_tools: list[str] = Field(default_factory=list)
+    """Tools named in ``spec.tools`` that are not registered in the agent's namespace."""
+
+    @property
+    def errors(self) -> list[str]:
+        """Every error message, direct bindings first, then slots, then missing tools."""
+        out = [d.message for d in self.direct if d.state is BindingState.ERROR]
+        out += [s.message for s in self.slots if s.state is BindingState.ERROR]
+        out += [
+            f"agent {self.agent}: tool {t!r} is not registered in namespace "
+            f"{self.agent.split('/', 1)[0]!r}; create the Tool or remove it from spec.tools"
+            for t in self.missing_tools
+        ]
+        return out
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+class ToolValidation(ResultModel):
+    """A Tool checked on its own (registration time): are its static slots valid?"""
+
+    tool: str
+    static_slots: list[SlotResult] = Field(default_factory=list)
+
+    @property
+    def errors(self) -> list[str]:
+        return [s.message for s in self.static_slots if s.state is BindingState.ERROR]
+
+
+class TypeClosure(ResultModel):
+    """A ResourceType's resolved ancestors (itself excluded), or the cycle it sits on."""
+
+    name: str
+    ancestors: list[str] = Field(default_factory=list)
+    cycle: list[str] = Field(default_factory=list)
+    unknown_parents: list[str] = Field(default_factory=list)

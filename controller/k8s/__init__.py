@@ -1,0 +1,1 @@
+"""The Kubernetes edge: object builders that return manifests, and the small I/O layer."""
