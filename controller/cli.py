@@ -1,0 +1,157 @@
+"""The ``bindery`` command.
+
+bindery run                       run the controller (current kubeconfig, like any operator)
+bindery cluster up|down|env       a local control plane for development, no cluster needed
+bindery render FILE.kdl ...       Agent Spec KDL -> AgentSpec manifests
+bindery export FILE.yaml ...      AgentSpec manifests -> KDL
+bindery import-tool FILE.yaml     a tool with snake_case resource_slots -> Tool manifest
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from controller import __version__
+
+DEFAULT_STATE_DIR = Path(".cache/cluster")
+
+
+def _cluster_up(args: argparse.Namespace) -> int:
+    from controller.cluster import LocalCluster
+
+    state = LocalCluster(
+        Path(args.state_dir), audit=args.audit, nodes=not args.no_nodes, api_port=args.port
+    ).up()
+    print(f"local control plane ready at {state.server}")
+    print(f"  kubeconfig: {state.kubeconfig}")
+    print(f"  binaries:   {state.bin_dir}")
+    if state.audit_log:
+        print(f"  audit log:  {state.audit_log}")
+    print(f"point kubectl at it:  export KUBECONFIG={Path(state.kubeconfig).resolve()}")
+    print("stop it:              bindery cluster down")
+    return 0
+
+
+def _cluster_down(args: argparse.Namespace) -> int:
+    from controller.cluster import LocalCluster
+
+    LocalCluster(Path(args.state_dir)).down()
+    print("local control plane stopped")
+    return 0
+
+
+def _cluster_env(args: argparse.Namespace) -> int:
+    from controller.cluster import ClusterState
+
+    state = ClusterState.load(Path(args.state_dir))
+    if state is None:
+        print(
+            f"error: no local control plane is recorded in {args.state_dir}; "
+            "start one with 'bindery cluster up'",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"export KUBECONFIG={Path(state.kubeconfig).resolve()}")
+    print(f"export PATH={state.bin_dir}:$PATH")
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from controller.operator import run
+
+    return run(
+        namespaces=args.namespace,
+        liveness=args.liveness,
+        metrics_port=args.metrics_port,
+        standalone=args.standalone,
+        peering=args.peering,
+        log_level=args.log_level,
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bindery", description="Bind AI agents to the typed resources and tools they use."
+    )
+    parser.add_argument("--version", action="version", version=f"bindery {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run the controller against the current kubeconfig")
+    run.add_argument(
+        "-n",
+        "--namespace",
+        action="append",
+        default=[],
+        help="watch only this namespace (repeatable; glob patterns allowed); default: all",
+    )
+    run.add_argument(
+        "--liveness",
+        default="http://0.0.0.0:8080/healthz",
+        help="liveness endpoint URL (empty to disable)",
+    )
+    run.add_argument(
+        "--metrics-port", type=int, default=9090, help="Prometheus metrics port (0 to disable)"
+    )
+    run.add_argument(
+        "--peering", default="", help="kopf peering object name for several replicas (one active)"
+    )
+    run.add_argument(
+        "--standalone",
+        action="store_true",
+        help="ignore peering; this process is the only active controller",
+    )
+    run.add_argument("--log-level", default="INFO")
+    run.set_defaults(func=_run)
+
+    cluster = sub.add_parser("cluster", help="a local control plane (etcd, kube-apiserver...)")
+    csub = cluster.add_subparsers(dest="cluster_command", required=True, metavar="ACTION")
+    for name, func, text in (
+        ("up", _cluster_up, "build (once) and start the local control plane"),
+        ("down", _cluster_down, "stop it and remove its data"),
+        ("env", _cluster_env, "print shell exports for kubectl"),
+    ):
+        p = csub.add_parser(name, help=text)
+        p.add_argument(
+            "--state-dir",
+            default=str(DEFAULT_STATE_DIR),
+            help="where the kubeconfig, logs and state live (default: %(default)s)",
+        )
+        p.set_defaults(func=func)
+        if name == "up":
+            p.add_argument(
+                "--audit",
+                action="store_true",
+                help="write an API audit log of every write (for counting writes)",
+            )
+            p.add_argument(
+                "--no-nodes", action="store_true", help="skip kube-scheduler and the kwok fake node"
+            )
+            p.add_argument(
+                "--port", type=int, default=None, help="kube-apiserver port (default: a free one)"
+            )
+
+    from controller.authoring.cli import register
+
+    register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from controller import logs
+    from controller.cluster import ClusterError
+
+    logs.configure()
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except ClusterError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

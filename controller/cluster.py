@@ -1,0 +1,537 @@
+"""A real, local Kubernetes control plane for development and tests: no Docker, no cluster.
+
+etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (fake nodes whose pods
+reach Running) run as child processes on free loopback ports with a throwaway data directory.
+The binaries are built from the Go module proxy by ``tools/build.sh`` into a cache outside the
+repository and reused afterwards.
+
+The state of a running control plane (pids, ports, paths) lives in ``<state_dir>/state.json`` so
+``bindery cluster down`` in another process can stop exactly what ``up`` started.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+log = structlog.get_logger("bindery.cluster")
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BUILD_SCRIPT = REPO_ROOT / "tools" / "build.sh"
+ADMIN_TOKEN = "bindery-admin-token"  # noqa: S105 - a throwaway local cluster's admin token
+KWOK_NODE = "kwok-node-0"
+
+AUDIT_POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+  - level: Metadata
+    verbs: ["create", "update", "patch", "delete", "deletecollection"]
+  - level: None
+"""
+
+
+class ClusterError(RuntimeError):
+    """The local control plane could not be built, started or reached."""
+
+
+@dataclass
+class ClusterState:
+    """What a running local control plane consists of; persisted as ``state.json``."""
+
+    state_dir: str
+    data_dir: str
+    kubeconfig: str
+    server: str
+    bin_dir: str
+    pids: dict[str, int] = field(default_factory=dict)
+    audit_log: str = ""
+
+    def save(self) -> None:
+        Path(self.state_dir, "state.json").write_text(json.dumps(asdict(self), indent=2))
+
+    @classmethod
+    def load(cls, state_dir: Path) -> ClusterState | None:
+        path = state_dir / "state.json"
+        if not path.exists():
+            return None
+        return cls(**json.loads(path.read_text()))
+
+
+def ensure_binaries() -> Path:
+    """Build (or reuse) the control-plane binaries and return their directory.
+
+    ``BINDERY_BIN_DIR`` points at prebuilt binaries and skips the build.
+    """
+    override = os.environ.get("BINDERY_BIN_DIR")
+    if override:
+        return Path(override)
+    if shutil.which("go") is None:
+        raise ClusterError(
+            "the Go toolchain is not on PATH: it builds the local control plane "
+            "(etcd, kube-apiserver, kubectl...). Install Go >= 1.26, or set BINDERY_BIN_DIR "
+            "to a directory that holds those binaries."
+        )
+    if not BUILD_SCRIPT.exists():
+        raise ClusterError(
+            f"{BUILD_SCRIPT} is missing: run from a Bindery source checkout, or set "
+            "BINDERY_BIN_DIR to a directory with etcd, kube-apiserver and kubectl."
+        )
+    proc = subprocess.run(
+        ["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, text=True, check=False
+    )
+    if proc.returncode != 0:
+        raise ClusterError(
+            f"building the control plane with {BUILD_SCRIPT} failed (exit {proc.returncode}); "
+            "its output is above. Check the Go toolchain and access to the Go module proxy."
+        )
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def check_port_free(port: int) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError as exc:
+            raise ClusterError(
+                f"port 127.0.0.1:{port} is already in use; stop what listens there "
+                "or choose another port"
+            ) from exc
+
+
+def _openssl(*args: str) -> None:
+    proc = subprocess.run(["openssl", *args], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise ClusterError(f"openssl {args[0]} failed: {proc.stderr.strip()}")
+
+
+def make_pki(pki: Path) -> None:
+    """A CA, a serving certificate for 127.0.0.1/localhost, and a service-account key."""
+    if shutil.which("openssl") is None:
+        raise ClusterError("openssl is not on PATH: it makes the local cluster's certificates")
+    pki.mkdir(parents=True, exist_ok=True)
+    _openssl("genrsa", "-out", str(pki / "ca.key"), "2048")
+    _openssl(
+        "req",
+        "-x509",
+        "-new",
+        "-key",
+        str(pki / "ca.key"),
+        "-days",
+        "3650",
+        "-subj",
+        "/CN=bindery-local-ca",
+        "-out",
+        str(pki / "ca.crt"),
+    )
+    _openssl("genrsa", "-out", str(pki / "apiserver.key"), "2048")
+    _openssl(
+        "req",
+        "-new",
+        "-key",
+        str(pki / "apiserver.key"),
+        "-subj",
+        "/CN=kube-apiserver",
+        "-out",
+        str(pki / "apiserver.csr"),
+    )
+    (pki / "san.ext").write_text(
+        "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc\n"
+        "extendedKeyUsage=serverAuth\n"
+    )
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        str(pki / "apiserver.csr"),
+        "-CA",
+        str(pki / "ca.crt"),
+        "-CAkey",
+        str(pki / "ca.key"),
+        "-CAcreateserial",
+        "-days",
+        "3650",
+        "-extfile",
+        str(pki / "san.ext"),
+        "-out",
+        str(pki / "apiserver.crt"),
+    )
+    _openssl("genrsa", "-out", str(pki / "sa.key"), "2048")
+
+
+def write_kubeconfig(path: Path, server: str, ca: Path, user: str = "admin") -> None:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "bindery-local",
+                "cluster": {"server": server, "certificate-authority": str(ca)},
+            }
+        ],
+        "users": [{"name": user, "user": {"token": ADMIN_TOKEN}}],
+        "contexts": [
+            {
+                "name": "bindery-local",
+                "context": {"cluster": "bindery-local", "user": user, "namespace": "default"},
+            }
+        ],
+        "current-context": "bindery-local",
+    }
+    path.write_text(json.dumps(config, indent=2))
+
+
+def _tail(path: Path, lines: int = 25) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+class LocalCluster:
+    """Start and stop a local control plane whose files live under ``state_dir``."""
+
+    def __init__(
+        self,
+        state_dir: Path,
+        *,
+        audit: bool = False,
+        nodes: bool = True,
+        api_port: int | None = None,
+    ) -> None:
+        self.state_dir = state_dir
+        self.audit = audit
+        self.nodes = nodes
+        self.api_port = api_port
+        self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.state: ClusterState | None = None
+
+    @property
+    def _state(self) -> ClusterState:
+        if self.state is None:
+            raise ClusterError("the local control plane has not been started")
+        return self.state
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def up(self, timeout: float = 90.0) -> ClusterState:
+        existing = ClusterState.load(self.state_dir)
+        if existing and _alive(existing.pids.get("kube-apiserver", 0)):
+            raise ClusterError(
+                f"a local control plane is already running from {self.state_dir} "
+                f"(server {existing.server}); run 'bindery cluster down' first"
+            )
+        bin_dir = ensure_binaries()
+        etcd_port, api_port = free_port(), self.api_port or free_port()
+        check_port_free(api_port)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        base = Path("/dev/shm") if Path("/dev/shm").is_dir() else None  # noqa: S108
+        data_dir = Path(tempfile.mkdtemp(prefix="bindery-cluster-", dir=base))
+        server = f"https://127.0.0.1:{api_port}"
+        kubeconfig = self.state_dir / "kubeconfig"
+        self.state = ClusterState(
+            state_dir=str(self.state_dir),
+            data_dir=str(data_dir),
+            kubeconfig=str(kubeconfig),
+            server=server,
+            bin_dir=str(bin_dir),
+        )
+        try:
+            pki = data_dir / "pki"
+            make_pki(pki)
+            write_kubeconfig(kubeconfig, server, pki / "ca.crt")
+            self._start_etcd(bin_dir, data_dir, etcd_port)
+            self._wait_etcd(etcd_port, deadline=time.monotonic() + timeout)
+            self._start_apiserver(bin_dir, data_dir, pki, etcd_port, api_port)
+            self._wait_ready(server, pki / "ca.crt", deadline=time.monotonic() + timeout)
+            self._start_controllers(bin_dir, data_dir, pki, kubeconfig)
+        except BaseException:
+            self.down()
+            raise
+        self._state.save()
+        return self._state
+
+    def down(self) -> None:
+        """Stop every process this control plane started and remove its data directory."""
+        state = self.state or ClusterState.load(self.state_dir)
+        pids = dict(state.pids) if state else {}
+        for name, proc in self._procs.items():
+            pids.setdefault(name, proc.pid)
+        # Stop in reverse start order: controllers first, etcd last.
+        for name, pid in reversed(list(pids.items())):
+            _terminate(pid, name)
+        for proc in self._procs.values():
+            with suppress(Exception):
+                proc.wait(timeout=1)
+        self._procs.clear()
+        if state:
+            shutil.rmtree(state.data_dir, ignore_errors=True)
+            with suppress(FileNotFoundError):
+                Path(state.state_dir, "state.json").unlink()
+        self.state = None
+
+    # ---------------------------------------------------------------- processes
+
+    def _spawn(self, name: str, argv: list[str]) -> None:
+        logs = Path(self._state.state_dir) / "logs"
+        logs.mkdir(exist_ok=True)
+        with open(logs / f"{name}.log", "wb") as out:
+            proc = subprocess.Popen(
+                argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        self._procs[name] = proc
+        self._state.pids[name] = proc.pid
+        self._state.save()
+        time.sleep(0.05)
+        if proc.poll() is not None:
+            raise ClusterError(
+                f"{name} exited at once with code {proc.returncode}; last lines of its log "
+                f"{logs / (name + '.log')}:\n{_tail(logs / (name + '.log'))}"
+            )
+
+    def _check_alive(self, name: str) -> None:
+        proc = self._procs.get(name)
+        if proc is not None and proc.poll() is not None:
+            log_path = Path(self._state.state_dir) / "logs" / f"{name}.log"
+            raise ClusterError(
+                f"{name} exited with code {proc.returncode} during start-up; last lines of "
+                f"{log_path}:\n{_tail(log_path)}"
+            )
+
+    def _start_etcd(self, bin_dir: Path, data_dir: Path, port: int) -> None:
+        url = f"http://127.0.0.1:{port}"
+        self._spawn(
+            "etcd",
+            [
+                str(bin_dir / "etcd"),
+                "--data-dir",
+                str(data_dir / "etcd"),
+                "--listen-client-urls",
+                url,
+                "--advertise-client-urls",
+                url,
+                "--listen-peer-urls",
+                "http://127.0.0.1:0",
+                "--unsafe-no-fsync",
+                "--log-level",
+                "warn",
+                "--quota-backend-bytes",
+                "8589934592",
+            ],
+        )
+
+    def _wait_etcd(self, port: int, deadline: float) -> None:
+        while time.monotonic() < deadline:
+            self._check_alive("etcd")
+            with (
+                suppress(OSError),
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as resp,
+            ):
+                if json.loads(resp.read()).get("health") == "true":
+                    return
+            time.sleep(0.1)
+        raise ClusterError(f"etcd did not become healthy on 127.0.0.1:{port} in time")
+
+    def _start_apiserver(
+        self, bin_dir: Path, data_dir: Path, pki: Path, etcd_port: int, api_port: int
+    ) -> None:
+        tokens = data_dir / "tokens.csv"
+        tokens.write_text(f'{ADMIN_TOKEN},admin,admin,"system:masters"\n')
+        argv = [
+            str(bin_dir / "kube-apiserver"),
+            f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+            f"--secure-port={api_port}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--tls-cert-file={pki / 'apiserver.crt'}",
+            f"--tls-private-key-file={pki / 'apiserver.key'}",
+            f"--client-ca-file={pki / 'ca.crt'}",
+            f"--token-auth-file={tokens}",
+            "--service-cluster-ip-range=10.0.0.0/24",
+            "--allow-privileged=true",
+            "--authorization-mode=RBAC",
+            f"--service-account-issuer=https://127.0.0.1:{api_port}/",
+            f"--service-account-key-file={pki / 'sa.key'}",
+            f"--service-account-signing-key-file={pki / 'sa.key'}",
+            f"--cert-dir={data_dir / 'apiserver-certs'}",
+            "--disable-admission-plugins=ServiceAccount",
+            "--enable-priority-and-fairness=false",
+            "--max-requests-inflight=2000",
+            "--max-mutating-requests-inflight=1000",
+        ]
+        if self.audit:
+            policy = data_dir / "audit-policy.yaml"
+            policy.write_text(AUDIT_POLICY)
+            self._state.audit_log = str(Path(self._state.state_dir) / "audit.log")
+            argv += [
+                f"--audit-policy-file={policy}",
+                f"--audit-log-path={self._state.audit_log}",
+                "--audit-log-format=json",
+                "--audit-log-mode=blocking",
+            ]
+        self._spawn("kube-apiserver", argv)
+
+    def _wait_ready(self, server: str, ca: Path, deadline: float) -> None:
+        ctx = ssl.create_default_context(cafile=str(ca))
+        req = urllib.request.Request(
+            f"{server}/readyz", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
+        )
+        last = ""
+        while time.monotonic() < deadline:
+            self._check_alive("kube-apiserver")
+            try:
+                with urllib.request.urlopen(req, context=ctx, timeout=2) as resp:  # noqa: S310
+                    if resp.status == 200:
+                        return
+            except (OSError, urllib.error.URLError) as exc:
+                last = str(exc)
+            time.sleep(0.2)
+        raise ClusterError(f"kube-apiserver at {server} was not ready in time (last: {last})")
+
+    def _start_controllers(
+        self, bin_dir: Path, data_dir: Path, pki: Path, kubeconfig: Path
+    ) -> None:
+        self._spawn(
+            "kube-controller-manager",
+            [
+                str(bin_dir / "kube-controller-manager"),
+                f"--kubeconfig={kubeconfig}",
+                f"--service-account-private-key-file={pki / 'sa.key'}",
+                f"--root-ca-file={pki / 'ca.crt'}",
+                "--controllers=*",
+                "--leader-elect=false",
+                "--secure-port=0",
+                "--use-service-account-credentials=false",
+                "--concurrent-gc-syncs=10",
+                "--kube-api-qps=200",
+                "--kube-api-burst=400",
+            ],
+        )
+        if not self.nodes:
+            return
+        self._spawn(
+            "kube-scheduler",
+            [
+                str(bin_dir / "kube-scheduler"),
+                f"--kubeconfig={kubeconfig}",
+                "--leader-elect=false",
+                "--secure-port=0",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+            ],
+        )
+        self._spawn(
+            "kwok",
+            [
+                str(bin_dir / "kwok"),
+                f"--kubeconfig={kubeconfig}",
+                "--manage-all-nodes=false",
+                "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+                "--manage-nodes-with-label-selector=",
+                "--disregard-status-with-annotation-selector=kwok.x-k8s.io/status=custom",
+                "--disregard-status-with-label-selector=",
+                "--node-lease-duration-seconds=40",
+            ],
+        )
+        self._create_fake_node(kubeconfig)
+
+    def _create_fake_node(self, kubeconfig: Path) -> None:
+        """A kwok-managed node that accepts any pod, so Deployments' pods reach Running."""
+        node = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": KWOK_NODE,
+                "annotations": {"node.alpha.kubernetes.io/ttl": "0", "kwok.x-k8s.io/node": "fake"},
+                "labels": {"type": "kwok", "kubernetes.io/hostname": KWOK_NODE},
+            },
+            "status": {
+                "allocatable": {"cpu": "64", "memory": "256Gi", "pods": "1000"},
+                "capacity": {"cpu": "64", "memory": "256Gi", "pods": "1000"},
+            },
+        }
+        kubectl(Path(self._state.bin_dir), kubeconfig, "apply", "-f", "-", input=json.dumps(node))
+
+
+def kubectl(
+    bin_dir: Path, kubeconfig: Path, *args: str, input: str | None = None, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """Run the control plane's own kubectl against ``kubeconfig``."""
+    proc = subprocess.run(
+        [str(bin_dir / "kubectl"), f"--kubeconfig={kubeconfig}", *args],
+        input=input,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if check and proc.returncode != 0:
+        raise ClusterError(f"kubectl {' '.join(args)} failed: {proc.stderr.strip()}")
+    return proc
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True
+
+
+def _terminate(pid: int, name: str, grace: float = 10.0) -> None:
+    """SIGTERM the process group, wait, then SIGKILL whatever is left."""
+    if not _alive(pid):
+        return
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and _alive(pid):
+        with suppress(ChildProcessError):
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                return
+        time.sleep(0.05)
+    if _alive(pid):
+        log.warning("process did not stop on SIGTERM; killing it", process=name, pid=pid)
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+        with suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+
+
+@contextmanager
+def running_cluster(state_dir: Path, **kwargs: Any) -> Iterator[ClusterState]:
+    """A local control plane for the duration of a ``with`` block."""
+    cluster = LocalCluster(state_dir, **kwargs)
+    state = cluster.up()
+    try:
+        yield state
+    finally:
+        cluster.down()

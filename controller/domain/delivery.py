@@ -1,0 +1,90 @@
+"""The bindings document delivered to an agent's session (a JSON file in a ConfigMap).
+
+The document holds only what the session needs to work: the resolved direct bindings and tool
+slots. It carries no timestamps or generations, so its bytes change exactly when the delivered
+bindings change, and an unchanged pass writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from controller.domain.models import API_VERSION, WORK_ROLE, AgentObject
+from controller.domain.results import AgentResolution, BoundResource
+
+BINDINGS_FILE = "bindings.json"
+
+
+def _resource(resource: BoundResource | None) -> dict[str, Any] | None:
+    return (
+        resource.model_dump(mode="json", by_alias=True, exclude_defaults=True) if resource else None
+    )
+
+
+def bindings_document(
+    agent: AgentObject, resolution: AgentResolution, *, deliver_work: bool
+) -> dict[str, Any]:
+    """The document for ``agent``.
+
+    The ``work`` URI appears (as the ``work`` binding, or as the resource of any slot bound to it)
+    only while the agent holds it: ``deliver_work`` says whether it does.
+    """
+    work = next((d for d in resolution.direct if d.name == WORK_ROLE), None)
+    hidden = work.uri if work is not None and not deliver_work else None
+    resources = [
+        {
+            "name": d.name,
+            "tag": d.tag,
+            "uri": d.uri,
+            "state": d.state.value,
+            **({"resource": _resource(d.resource)} if d.resource else {}),
+        }
+        for d in resolution.direct
+        if d is not work or hidden is None
+    ]
+    tools: dict[str, list[dict[str, Any]]] = {}
+    for s in resolution.slots:
+        slot: dict[str, Any] = {
+            "name": s.slot,
+            "mode": s.mode.value,
+            "access": s.access.value,
+            "resourceType": s.resource_type,
+            "state": s.state.value,
+        }
+        if s.resource is not None and s.resource.uri != hidden:
+            slot["resource"] = _resource(s.resource)
+        tools.setdefault(s.tool, []).append(slot)
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "Bindings",
+        "agent": {"namespace": agent.meta.namespace, "name": agent.meta.name},
+        "resources": resources,
+        "tools": [{"name": name, "slots": slots} for name, slots in tools.items()],
+    }
+
+
+def render(document: dict[str, Any]) -> str:
+    """Canonical JSON bytes for the document (stable across passes and processes)."""
+    return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def delivered_work_uris(rendered: str) -> set[str]:
+    """The ``work`` URIs a delivered document contains (for checks and tests)."""
+    try:
+        doc = json.loads(rendered)
+    except ValueError:
+        return set()
+    return {r["uri"] for r in doc.get("resources", []) if r.get("name") == WORK_ROLE}
+
+
+def without_work(rendered: str) -> str:
+    """A delivered document with its ``work`` URI withdrawn (used when an agent is deleted)."""
+    doc = json.loads(rendered)
+    uris = delivered_work_uris(rendered)
+    doc["resources"] = [r for r in doc.get("resources", []) if r.get("name") != WORK_ROLE]
+    for tool in doc.get("tools", []):
+        for slot in tool.get("slots", []):
+            if (slot.get("resource") or {}).get("uri") in uris:
+                del slot["resource"]
+    return render(doc)

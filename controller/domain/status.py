@@ -1,0 +1,321 @@
+"""Status documents for the four kinds, rebuilt from the observed world on every pass.
+
+Status is never accumulated: each pass computes it whole from the resolution, the observed holds
+and the observed session workload. The only thing carried over is a condition's
+``lastTransitionTime`` while its status stays the same, so an unchanged world yields a
+byte-identical status and the reconciler writes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from controller.domain.launch import LaunchPlan
+from controller.domain.results import (
+    AgentResolution,
+    BindingState,
+    BoundResource,
+    ToolValidation,
+    TypeClosure,
+)
+from controller.domain.models import ToolSpec
+from controller.domain.work import Hold, WorkPlan, WorkState
+
+ERROR_STATE = "Error"
+
+
+def now_rfc3339() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def condition(
+    type_: str, status: bool, reason: str, message: str, generation: int
+) -> dict[str, Any]:
+    return {
+        "type": type_,
+        "status": "True" if status else "False",
+        "reason": reason,
+        "message": message,
+        "observedGeneration": generation,
+    }
+
+
+def merge_conditions(
+    old: list[dict[str, Any]] | None, new: list[dict[str, Any]], now: str
+) -> list[dict[str, Any]]:
+    """Stamp ``lastTransitionTime``: kept from ``old`` while a condition's status is unchanged."""
+    previous = {c.get("type"): c for c in old or []}
+    out = []
+    for cond in new:
+        before = previous.get(cond["type"])
+        same = before is not None and before.get("status") == cond["status"]
+        stamp = before.get("lastTransitionTime", now) if same and before else now
+        out.append({**cond, "lastTransitionTime": stamp})
+    return out
+
+
+def _resource(resource: BoundResource | None) -> dict[str, Any] | None:
+    if resource is None:
+        return None
+    return resource.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+
+
+def _ref(key: str) -> dict[str, str]:
+    namespace, _, name = key.rpartition("/")
+    return {"namespace": namespace, "name": name}
+
+
+def _bindings(resolution: AgentResolution) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for d in resolution.direct:
+        row: dict[str, Any] = {
+            "name": d.name,
+            "tag": d.tag,
+            "uri": d.uri,
+            "mode": "direct",
+            "state": d.state.value,
+        }
+        if d.resource is not None:
+            row["resource"] = _resource(d.resource)
+        if d.message:
+            row["message"] = d.message
+        rows.append(row)
+    for s in resolution.slots:
+        row = {
+            "name": f"{s.tool}.{s.slot}",
+            "tool": s.tool,
+            "slot": s.slot,
+            "mode": s.mode.value,
+            "access": s.access.value,
+            "resourceType": s.resource_type,
+            "required": s.required,
+            "state": s.state.value,
+        }
+        if s.resource is not None:
+            row["resource"] = _resource(s.resource)
+        if s.message:
+            row["message"] = s.message
+        if s.candidates:
+            row["candidates"] = [
+                c.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+                for c in s.candidates
+            ]
+        rows.append(row)
+    return rows
+
+
+@dataclass(frozen=True)
+class SessionView:
+    """What the reconciler observed about the agent's session workload after this pass."""
+
+    plan: LaunchPlan
+    observed_generation: int | None
+    launched_hash: str | None
+    last_launch_time: str
+
+
+def agent_status(
+    *,
+    generation: int,
+    resolution: AgentResolution,
+    work: WorkPlan,
+    waiting_since: str,
+    config_map: str,
+    session: SessionView | None,
+    old: dict[str, Any],
+    now: str,
+) -> dict[str, Any]:
+    """The whole ``status`` of an AgentSpec for this pass."""
+    errors = resolution.errors
+    state = ERROR_STATE if errors else work.state.value
+    counts: dict[str, int] = {}
+    for state_ in [d.state for d in resolution.direct] + [s.state for s in resolution.slots]:
+        counts[state_.value] = counts.get(state_.value, 0) + 1
+
+    work_status: dict[str, Any] = {}
+    if work.uri:
+        held = work.state is WorkState.WORKING
+        work_status = {"uri": work.uri, "held": held}
+        if held:
+            work_status["holder"] = _ref(resolution.agent)
+        else:
+            if work.waiting_for:
+                work_status["waitingFor"] = _ref(work.waiting_for)
+            work_status["since"] = waiting_since
+
+    if errors:
+        ready = condition("Ready", False, "BindingError", "; ".join(errors), generation)
+    elif work.state is WorkState.WAITING:
+        who = work.waiting_for or "its release"
+        ready = condition(
+            "Ready",
+            False,
+            "WaitingForWork",
+            f"work URI {work.uri!r} is held by another agent; waiting for {who}",
+            generation,
+        )
+    else:
+        ready = condition(
+            "Ready",
+            True,
+            "BindingsDelivered",
+            f"{counts.get(BindingState.BOUND.value, 0)} bound, "
+            f"{counts.get(BindingState.DEFERRED.value, 0)} deferred, "
+            f"{counts.get(BindingState.UNBOUND.value, 0)} unbound; delivered to ConfigMap "
+            f"{config_map}",
+            generation,
+        )
+    conditions = [
+        ready,
+        condition(
+            "Reconciling",
+            work.state is WorkState.WAITING and not errors,
+            "WaitingForWork" if work.state is WorkState.WAITING else "Reconciled",
+            ready["message"] if work.state is WorkState.WAITING else "",
+            generation,
+        ),
+        condition(
+            "Stalled",
+            bool(errors),
+            "BindingError" if errors else "Reconciled",
+            ready["message"] if errors else "",
+            generation,
+        ),
+    ]
+
+    status: dict[str, Any] = {
+        "observedGeneration": generation,
+        "state": state,
+        "bindingsConfigMap": config_map,
+        "bindings": _bindings(resolution),
+    }
+    if resolution.missing_tools:
+        status["missingTools"] = list(resolution.missing_tools)
+    if work_status:
+        status["work"] = work_status
+    if session is not None:
+        plan = session.plan
+        observed = session.observed_generation
+        status["launch"] = f"{'-' if observed is None else observed}/{plan.desired_generation}"
+        status["desiredLaunchGeneration"] = plan.desired_generation
+        if observed is not None:
+            status["observedLaunchGeneration"] = observed
+        status["desiredTrajectoryHash"] = plan.desired_hash
+        if session.launched_hash:
+            status["launchedTrajectoryHash"] = session.launched_hash
+        if session.last_launch_time:
+            status["lastLaunchTime"] = session.last_launch_time
+        drift = session.launched_hash is not None and session.launched_hash != plan.desired_hash
+        conditions.append(
+            condition(
+                "RelaunchRequired",
+                drift,
+                "TrajectoryChanged" if drift else "UpToDate",
+                (
+                    f"spec.runtime changed (desired {plan.desired_hash[:19]}, launched "
+                    f"{(session.launched_hash or '')[:19]}); raise spec.relaunchGeneration above "
+                    f"{observed} to relaunch the session"
+                )
+                if drift
+                else "the session runs the current spec.runtime",
+                generation,
+            )
+        )
+    status["conditions"] = merge_conditions(old.get("conditions"), conditions, now)
+    return status
+
+
+def tool_status(
+    *, generation: int, tool: ToolSpec, validation: ToolValidation, old: dict[str, Any], now: str
+) -> dict[str, Any]:
+    errors = validation.errors
+    declared = {slot.name: slot.static_resource or "" for slot in tool.resource_slots}
+    static = [
+        {
+            "name": s.slot,
+            "resourceType": s.resource_type,
+            "staticResource": declared.get(s.slot, ""),
+            "state": s.state.value,
+            **({"resource": _resource(s.resource)} if s.resource else {}),
+            **({"message": s.message} if s.message else {}),
+        }
+        for s in validation.static_slots
+    ]
+    ready = (
+        condition("Ready", False, "InvalidStaticSlot", "; ".join(errors), generation)
+        if errors
+        else condition("Ready", True, "Valid", f"{len(static)} static slot(s) valid", generation)
+    )
+    return {
+        "observedGeneration": generation,
+        "slotCount": len(tool.resource_slots),
+        "staticSlotsValid": not errors,
+        "staticSlots": static,
+        "conditions": merge_conditions(old.get("conditions"), [ready], now),
+    }
+
+
+def resource_type_status(
+    *, generation: int, closure: TypeClosure, old: dict[str, Any], now: str
+) -> dict[str, Any]:
+    if closure.cycle:
+        ready = condition(
+            "Ready",
+            False,
+            "ParentCycle",
+            "parentTypes form a cycle: "
+            + " -> ".join(closure.cycle)
+            + "; remove one of these parentTypes entries",
+            generation,
+        )
+    elif closure.unknown_parents:
+        ready = condition(
+            "Ready",
+            False,
+            "UnknownParentType",
+            "parentTypes names unregistered ResourceType(s): "
+            + ", ".join(closure.unknown_parents)
+            + "; create them or fix spec.parentTypes",
+            generation,
+        )
+    else:
+        ready = condition(
+            "Ready", True, "Valid", f"{len(closure.ancestors)} ancestor type(s)", generation
+        )
+    status: dict[str, Any] = {
+        "observedGeneration": generation,
+        "ancestors": list(closure.ancestors),
+        "conditions": merge_conditions(old.get("conditions"), [ready], now),
+    }
+    if closure.cycle:
+        status["cycle"] = list(closure.cycle)
+    if closure.unknown_parents:
+        status["unknownParents"] = list(closure.unknown_parents)
+    return status
+
+
+def resource_status(
+    *,
+    generation: int,
+    errors: list[str],
+    holder: Hold | None,
+    old: dict[str, Any],
+    now: str,
+) -> dict[str, Any]:
+    ready = (
+        condition("Ready", False, "InvalidResource", "; ".join(errors), generation)
+        if errors
+        else condition(
+            "Ready", True, "Valid", "the resource matches its type's contract", generation
+        )
+    )
+    status: dict[str, Any] = {
+        "observedGeneration": generation,
+        "valid": not errors,
+        "conditions": merge_conditions(old.get("conditions"), [ready], now),
+    }
+    if holder is not None:
+        status["holder"] = {**_ref(holder.holder), "uid": holder.holder_uid}
+    return status

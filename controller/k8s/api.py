@@ -1,0 +1,220 @@
+"""The controller's I/O seam: a few typed REST calls over the Kubernetes client's transport.
+
+Requests go through ``kubernetes.client.ApiClient`` (its configuration, auth and connection
+pool) but bodies stay plain JSON: no generated model classes, so a pass costs what the API call
+costs. Blocking calls run in a thread pool sized for the reconcile workers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+from kubernetes import client, config
+
+from controller.domain.models import GROUP, VERSION
+
+JSON_PATCH = "application/json-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
+FIELD_MANAGER = "bindery"
+
+T = TypeVar("T")
+
+
+class ApiError(Exception):
+    """A non-2xx answer from the API server."""
+
+    def __init__(self, status: int, method: str, path: str, body: dict[str, Any]) -> None:
+        self.status = status
+        self.reason = str(body.get("reason", ""))
+        self.message = str(body.get("message", "")) or json.dumps(body)[:500]
+        super().__init__(f"{method} {path}: HTTP {status} {self.reason}: {self.message}")
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def conflict(self) -> bool:
+        """409: the object exists already, or a resourceVersion/uid precondition failed."""
+        return self.status == 409
+
+
+@dataclass(frozen=True)
+class Kind:
+    """Where a kind lives in the REST API."""
+
+    group: str
+    version: str
+    plural: str
+    namespaced: bool = True
+
+    def path(self, namespace: str = "", name: str = "", sub: str = "") -> str:
+        base = f"/api/{self.version}" if not self.group else f"/apis/{self.group}/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{quote(namespace, safe='')}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{quote(name, safe='')}"
+        if sub:
+            base += f"/{sub}"
+        return base
+
+
+RESOURCE_TYPES = Kind(GROUP, VERSION, "resourcetypes", namespaced=False)
+RESOURCES = Kind(GROUP, VERSION, "resources")
+TOOLS = Kind(GROUP, VERSION, "tools")
+AGENTS = Kind(GROUP, VERSION, "agentspecs")
+CONFIG_MAPS = Kind("", "v1", "configmaps")
+DEPLOYMENTS = Kind("apps", "v1", "deployments")
+LEASES = Kind("coordination.k8s.io", "v1", "leases")
+EVENTS = Kind("events.k8s.io", "v1", "events")
+
+
+def load_api_client() -> client.ApiClient:
+    """In-cluster configuration when running in a pod, else the current kubeconfig."""
+    cfg = client.Configuration()
+    try:
+        config.load_incluster_config(client_configuration=cfg)
+    except config.ConfigException:
+        config.load_kube_config(client_configuration=cfg)
+    return client.ApiClient(cfg)
+
+
+class KubeApi:
+    """Async JSON calls against the API server."""
+
+    def __init__(self, api_client: client.ApiClient, *, threads: int = 16) -> None:
+        api_client.configuration.connection_pool_maxsize = max(
+            threads, api_client.configuration.connection_pool_maxsize or 0
+        )
+        self._client = api_client
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="bindery-api")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._client.close()
+
+    async def _run(self, fn: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
+
+    def _request_sync(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        content_type: str = "application/json",
+        query: list[tuple[str, str]] | None = None,
+    ) -> dict[str, Any]:
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        query = [*(query or []), ("fieldManager", FIELD_MANAGER)] if method != "GET" else query
+        if method == "DELETE":
+            query = None
+        serialized = self._client.param_serialize(
+            method,
+            path,
+            query_params=query,
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        response = self._client.call_api(*serialized, _request_timeout=(5, 30))
+        raw = response.read()
+        data = json.loads(raw) if raw else {}
+        if not 200 <= response.status < 300:
+            raise ApiError(response.status, method, path, data if isinstance(data, dict) else {})
+        return data if isinstance(data, dict) else {}
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        content_type: str = "application/json",
+        query: list[tuple[str, str]] | None = None,
+    ) -> dict[str, Any]:
+        return await self._run(lambda: self._request_sync(method, path, body, content_type, query))
+
+    # ------------------------------------------------------------------ verbs
+
+    async def get(self, kind: Kind, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return await self.request("GET", kind.path(namespace, name))
+        except ApiError as exc:
+            if exc.not_found:
+                return None
+            raise
+
+    async def list_all(
+        self, kind: Kind, namespace: str = "", label_selector: str = "", page: int = 500
+    ) -> list[dict[str, Any]]:
+        """Every object of ``kind`` (in ``namespace``, or all), fetched in pages."""
+        items: list[dict[str, Any]] = []
+        token = ""
+        while True:
+            query = [("limit", str(page))]
+            if label_selector:
+                query.append(("labelSelector", label_selector))
+            if token:
+                query.append(("continue", token))
+            data = await self.request("GET", kind.path(namespace), query=query)
+            api_version = data.get("apiVersion", "")
+            kind_name = str(data.get("kind", "")).removesuffix("List")
+            for item in data.get("items") or []:
+                item.setdefault("apiVersion", api_version)
+                item.setdefault("kind", kind_name)
+                items.append(item)
+            token = (data.get("metadata") or {}).get("continue", "")
+            if not token:
+                return items
+
+    async def create(self, kind: Kind, body: dict[str, Any]) -> dict[str, Any]:
+        namespace = body["metadata"].get("namespace", "")
+        return await self.request("POST", kind.path(namespace), body)
+
+    async def merge_patch(
+        self, kind: Kind, namespace: str, name: str, patch: dict[str, Any], sub: str = ""
+    ) -> dict[str, Any]:
+        return await self.request("PATCH", kind.path(namespace, name, sub), patch, MERGE_PATCH)
+
+    async def json_patch(
+        self, kind: Kind, namespace: str, name: str, ops: list[dict[str, Any]], sub: str = ""
+    ) -> dict[str, Any]:
+        return await self.request("PATCH", kind.path(namespace, name, sub), ops, JSON_PATCH)
+
+    async def replace_status(
+        self, kind: Kind, namespace: str, name: str, status: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Write the whole status (JSON patch ``add /status`` replaces it, stale keys included)."""
+        return await self.json_patch(
+            kind, namespace, name, [{"op": "add", "path": "/status", "value": status}], "status"
+        )
+
+    async def delete(
+        self,
+        kind: Kind,
+        namespace: str,
+        name: str,
+        *,
+        uid: str = "",
+        resource_version: str = "",
+    ) -> bool:
+        """Delete with optional preconditions; False when it was already gone."""
+        preconditions: dict[str, str] = {}
+        if uid:
+            preconditions["uid"] = uid
+        if resource_version:
+            preconditions["resourceVersion"] = resource_version
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": preconditions}
+        try:
+            await self.request("DELETE", kind.path(namespace, name), body)
+        except ApiError as exc:
+            if exc.not_found:
+                return False
+            raise
+        return True

@@ -1,0 +1,184 @@
+"""Pure builders: the objects the controller owns, as plain manifests.
+
+Each builder takes exactly what it renders and returns a dict ready for the API. Nothing here
+performs I/O or reads global settings; golden-file tests pin the output.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from controller.domain.delivery import BINDINGS_FILE
+from controller.domain.models import API_VERSION, AgentObject, Runtime
+from controller.domain.work import hold_name
+
+MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGER = "bindery"
+AGENT_LABEL = "bindery.dev/agent"
+COMPONENT_LABEL = "app.kubernetes.io/component"
+
+URI_ANNOTATION = "bindery.dev/uri"
+HOLDER_UID_ANNOTATION = "bindery.dev/holder-uid"
+LAUNCH_GENERATION_ANNOTATION = "bindery.dev/launch-generation"
+TRAJECTORY_HASH_ANNOTATION = "bindery.dev/trajectory-hash"
+LAUNCHED_AT_ANNOTATION = "bindery.dev/launched-at"
+
+BINDINGS_MOUNT = "/var/run/bindery"
+BINDINGS_ENV = "BINDERY_BINDINGS_FILE"
+
+
+def owner_reference(agent: AgentObject) -> dict[str, Any]:
+    """Owner reference to the agent, so deleting it garbage-collects what it owns."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "AgentSpec",
+        "name": agent.meta.name,
+        "uid": agent.meta.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _labels(agent: AgentObject, component: str) -> dict[str, str]:
+    return {MANAGED_BY: MANAGER, AGENT_LABEL: agent.meta.name, COMPONENT_LABEL: component}
+
+
+def bindings_config_map_name(agent_name: str) -> str:
+    return f"{agent_name}-bindings"
+
+
+def session_name(agent_name: str) -> str:
+    return f"{agent_name}-session"
+
+
+def bindings_config_map(agent: AgentObject, rendered: str) -> dict[str, Any]:
+    """The ConfigMap that carries the agent's resolved bindings as one JSON file."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": bindings_config_map_name(agent.meta.name),
+            "namespace": agent.meta.namespace,
+            "labels": _labels(agent, "bindings"),
+            "ownerReferences": [owner_reference(agent)],
+        },
+        "data": {BINDINGS_FILE: rendered},
+    }
+
+
+def work_hold(agent: AgentObject, uri: str) -> dict[str, Any]:
+    """A Lease whose existence is the hold on ``uri``; created only if absent.
+
+    The name is derived from the URI, so two agents claiming the same URI race for one name and
+    the API server lets exactly one create win.
+    """
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {
+            "name": hold_name(uri),
+            "namespace": agent.meta.namespace,
+            "labels": {MANAGED_BY: MANAGER, COMPONENT_LABEL: "work-hold"},
+            "annotations": {URI_ANNOTATION: uri, HOLDER_UID_ANNOTATION: agent.meta.uid},
+            "ownerReferences": [owner_reference(agent)],
+        },
+        "spec": {"holderIdentity": agent.meta.key},
+    }
+
+
+def session_deployment(
+    agent: AgentObject,
+    runtime: Runtime,
+    *,
+    launch_generation: int,
+    trajectory_hash: str,
+    launched_at: str,
+    service_account: str = "",
+) -> dict[str, Any]:
+    """The agent's session: one replica, never two at once (Recreate), bindings as a file.
+
+    The pod template carries the runtime and the launch identity only; bindings arrive through
+    the mounted ConfigMap, so changing them never rolls the pod.
+    """
+    labels = _labels(agent, "session")
+    selector = {AGENT_LABEL: agent.meta.name, COMPONENT_LABEL: "session"}
+    env = [{"name": BINDINGS_ENV, "value": f"{BINDINGS_MOUNT}/{BINDINGS_FILE}"}]
+    if runtime.model:
+        env.append({"name": "BINDERY_MODEL", "value": runtime.model})
+    if runtime.instructions:
+        env.append({"name": "BINDERY_INSTRUCTIONS", "value": runtime.instructions})
+    env += [{"name": e.name, "value": e.value} for e in runtime.env]
+    container: dict[str, Any] = {
+        "name": "agent",
+        "image": runtime.image,
+        "env": env,
+        "volumeMounts": [{"name": "bindings", "mountPath": BINDINGS_MOUNT, "readOnly": True}],
+    }
+    if runtime.command:
+        container["command"] = list(runtime.command)
+    if runtime.args:
+        container["args"] = list(runtime.args)
+    pod_spec: dict[str, Any] = {
+        "containers": [container],
+        "volumes": [
+            {
+                "name": "bindings",
+                "configMap": {"name": bindings_config_map_name(agent.meta.name)},
+            }
+        ],
+        "tolerations": [
+            {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
+        ],
+    }
+    if service_account:
+        pod_spec["serviceAccountName"] = service_account
+    annotations = {
+        LAUNCH_GENERATION_ANNOTATION: str(launch_generation),
+        TRAJECTORY_HASH_ANNOTATION: trajectory_hash,
+        LAUNCHED_AT_ANNOTATION: launched_at,
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": session_name(agent.meta.name),
+            "namespace": agent.meta.namespace,
+            "labels": labels,
+            "annotations": dict(annotations),
+            "ownerReferences": [owner_reference(agent)],
+        },
+        "spec": {
+            "replicas": 1,
+            "strategy": {"type": "Recreate"},
+            "revisionHistoryLimit": 2,
+            "selector": {"matchLabels": selector},
+            "template": {
+                "metadata": {"labels": labels, "annotations": annotations},
+                "spec": pod_spec,
+            },
+        },
+    }
+
+
+def launched_from(deployment: dict[str, Any]) -> tuple[int, str, str] | None:
+    """Read (launch generation, trajectory hash, launched-at) back from a session workload."""
+    template = (deployment.get("spec") or {}).get("template") or {}
+    annotations = (template.get("metadata") or {}).get("annotations") or {}
+    raw = annotations.get(LAUNCH_GENERATION_ANNOTATION)
+    if raw is None:
+        return None
+    try:
+        generation = int(raw)
+    except ValueError:
+        return None
+    return (
+        generation,
+        annotations.get(TRAJECTORY_HASH_ANNOTATION, ""),
+        annotations.get(LAUNCHED_AT_ANNOTATION, ""),
+    )
+
+
+def canonical(manifest: dict[str, Any]) -> str:
+    """Stable JSON for golden files."""
+    return json.dumps(manifest, indent=2, sort_keys=True) + "\n"

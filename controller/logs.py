@@ -1,0 +1,53 @@
+"""structlog configuration: JSON lines when not on a terminal, a console renderer on one.
+
+kopf and the Kubernetes client log through the standard library; their records are routed through
+structlog's ``ProcessorFormatter`` so every line in the controller's output has one shape.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import structlog
+
+
+def configure(level: str = "INFO", *, json: bool | None = None) -> None:
+    """Configure structlog and route stdlib logging (kopf, kubernetes) through it."""
+    if json is None:
+        json = not sys.stderr.isatty()
+    shared: list[structlog.types.Processor] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    renderer: structlog.types.Processor = (
+        structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer()
+    )
+    structlog.configure(
+        processors=[
+            *shared,
+            structlog.processors.StackInfoRenderer(),
+            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+        ],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=True,
+    )
+    formatter = structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=shared,
+        processors=[
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(formatter)
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    # The Kubernetes client logs every request at DEBUG; keep it quiet unless asked.
+    logging.getLogger("kubernetes").setLevel(max(logging.INFO, root.level))
+    logging.getLogger("urllib3").setLevel(logging.WARNING)
