@@ -7,7 +7,11 @@ the API server. The control plane is started lazily, so a run of only unit tests
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -19,6 +23,7 @@ import pytest
 from kubernetes import client, config
 
 from controller.cluster import ClusterState, LocalCluster, kubectl
+from controller.k8s.api import USER_AGENT
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CRD_DIR = REPO_ROOT / "crds"
@@ -107,3 +112,139 @@ def namespace(cluster: Cluster) -> Iterator[str]:
         yield name
     finally:
         cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+class ControllerProcess:
+    """The real controller (``bindery run``) as a subprocess watching one namespace.
+
+    A subprocess, not a thread: tests can kill it at any point (SIGKILL, no cleanup) and start a
+    new one, exactly as a crashed or rescheduled controller pod would be.
+    """
+
+    def __init__(self, cluster: Cluster, namespace: str, log_dir: Path) -> None:
+        self.cluster = cluster
+        self.namespace = namespace
+        self.log_dir = log_dir
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    @property
+    def log_path(self) -> Path:
+        return self.log_dir / f"controller-{self.starts}.log"
+
+    def start(self) -> ControllerProcess:
+        self.starts += 1
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(self.cluster.kubeconfig),
+            "PYTHONPATH": str(REPO_ROOT),
+        }
+        with open(self.log_path, "wb") as out:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "controller",
+                    "run",
+                    "--standalone",
+                    "--namespace",
+                    self.namespace,
+                    "--liveness=",
+                    "--metrics-port",
+                    "0",
+                    "--log-level",
+                    "DEBUG",
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=REPO_ROOT,
+            )
+        wait_for(
+            lambda: self._alive() and "controller started" in self.log_path.read_text(),
+            timeout=60,
+            what=f"the controller to start (log: {self.log_path})",
+        )
+        return self
+
+    def _alive(self) -> bool:
+        if self.proc is None or self.proc.poll() is not None:
+            raise AssertionError(f"the controller exited; its log:\n{self.logs()[-4000:]}")
+        return True
+
+    def logs(self) -> str:
+        return "".join(
+            p.read_text(errors="replace") for p in sorted(self.log_dir.glob("controller-*.log"))
+        )
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup handlers, no graceful shutdown."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def controller(
+    cluster: Cluster, crds: list[str], namespace: str, tmp_path: Path
+) -> Iterator[ControllerProcess]:
+    """The controller running against the test's namespace; fails the test if it crashed."""
+    proc = ControllerProcess(cluster, namespace, tmp_path).start()
+    try:
+        yield proc
+        proc._alive()
+    finally:
+        proc.stop()
+    errors = [line for line in proc.logs().splitlines() if '"level": "error"' in line]
+    assert not errors, "the controller logged errors:\n" + "\n".join(errors[:20])
+
+
+@dataclass(frozen=True)
+class Write:
+    verb: str
+    resource: str
+    namespace: str
+    name: str
+    subresource: str
+
+
+def controller_writes(cluster: Cluster, namespace: str, since: float = 0.0) -> list[Write]:
+    """API writes the controller made in ``namespace`` (from the API server's audit log).
+
+    ``since`` is a byte offset into the audit log (see ``audit_mark``), so a test can count the
+    writes caused by one change.
+    """
+    writes = []
+    with open(cluster.audit_log, "rb") as log:
+        log.seek(int(since))
+        for raw in log:
+            entry = json.loads(raw)
+            if not str(entry.get("userAgent", "")).startswith(USER_AGENT.split("/")[0]):
+                continue
+            ref = entry.get("objectRef") or {}
+            if ref.get("namespace", "") != namespace or entry.get("stage") != "ResponseComplete":
+                continue
+            writes.append(
+                Write(
+                    entry["verb"],
+                    ref.get("resource", ""),
+                    namespace,
+                    ref.get("name", ""),
+                    ref.get("subresource", ""),
+                )
+            )
+    return writes
+
+
+def audit_mark(cluster: Cluster) -> float:
+    """The current end of the audit log: count writes after this point."""
+    return float(cluster.audit_log.stat().st_size)

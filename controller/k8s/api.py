@@ -17,11 +17,13 @@ from urllib.parse import quote
 
 from kubernetes import client, config
 
+from controller import __version__
 from controller.domain.models import GROUP, VERSION
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
 FIELD_MANAGER = "bindery"
+USER_AGENT = f"bindery-controller/{__version__}"
 
 T = TypeVar("T")
 
@@ -93,6 +95,7 @@ class KubeApi:
         api_client.configuration.connection_pool_maxsize = max(
             threads, api_client.configuration.connection_pool_maxsize or 0
         )
+        api_client.user_agent = USER_AGENT
         self._client = api_client
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="bindery-api")
 
