@@ -452,6 +452,7 @@ class LocalCluster:
             [
                 str(bin_dir / "kwok"),
                 f"--kubeconfig={kubeconfig}",
+                f"--config={bin_dir / 'kwok-stages.yaml'}",
                 "--manage-all-nodes=false",
                 "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
                 "--manage-nodes-with-label-selector=",

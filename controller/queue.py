@@ -49,8 +49,10 @@ class WorkQueue(Generic[K]):
     def retry_delay(self, item: K, base: float = 0.5, cap: float = 60.0) -> float:
         """Exponential backoff per item: 0.5 s, 1 s, 2 s ... up to ``cap``."""
         failures = self._failures.get(item, 0)
-        self._failures[item] = failures + 1
-        return float(min(cap, base * 2**failures))
+        delay = min(cap, base * 2 ** min(failures, 32))  # bounded exponent: no overflow
+        if delay < cap:
+            self._failures[item] = failures + 1
+        return float(delay)
 
     def forget(self, item: K) -> None:
         """The item succeeded: reset its backoff."""

@@ -60,6 +60,17 @@ build k8s kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager 
 build k8s kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler "$ldf"
 build k8s kubectl k8s.io/kubernetes/cmd/kubectl "$ldf"
 build kwok kwok sigs.k8s.io/kwok/cmd/kwok "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION"
+# kwok needs Stage objects that say how fake nodes and pods move through their lifecycle; its
+# module ships the standard "fast" set (nodes become Ready, pods become Running at once).
+if [[ ! -s "$bin/kwok-stages.yaml" ]]; then
+  kwok_dir="$(cd "$here/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)"
+  for stage in node/fast/node-initialize node/heartbeat/node-heartbeat \
+               pod/fast/pod-ready pod/fast/pod-complete pod/fast/pod-delete; do
+    echo "---"
+    cat "$kwok_dir/kustomize/stage/$stage.yaml"
+  done > "$bin/.kwok-stages.yaml.tmp"
+  mv "$bin/.kwok-stages.yaml.tmp" "$bin/kwok-stages.yaml"
+fi
 build helm helm helm.sh/helm/v3/cmd/helm "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
 
 echo "$bin"

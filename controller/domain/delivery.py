@@ -41,7 +41,7 @@ def bindings_document(
             **({"resource": _resource(d.resource)} if d.resource else {}),
         }
         for d in resolution.direct
-        if d is not work or hidden is None
+        if hidden is None or not _mentions(d.uri, d.resource, hidden)
     ]
     tools: dict[str, list[dict[str, Any]]] = {}
     for s in resolution.slots:
@@ -64,27 +64,44 @@ def bindings_document(
     }
 
 
+def _mentions(uri: str, resource: BoundResource | None, hidden: str) -> bool:
+    """Whether a binding names the withheld URI, under any role."""
+    return uri == hidden or (resource is not None and resource.uri == hidden)
+
+
 def render(document: dict[str, Any]) -> str:
     """Canonical JSON bytes for the document (stable across passes and processes)."""
     return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
 def delivered_work_uris(rendered: str) -> set[str]:
-    """The ``work`` URIs a delivered document contains (for checks and tests)."""
+    """The ``work`` URIs a delivered document contains (tolerates documents edited by hand)."""
     try:
         doc = json.loads(rendered)
     except ValueError:
         return set()
-    return {r["uri"] for r in doc.get("resources", []) if r.get("name") == WORK_ROLE}
+    if not isinstance(doc, dict):
+        return set()
+    return {
+        r["uri"]
+        for r in doc.get("resources") or []
+        if isinstance(r, dict) and r.get("name") == WORK_ROLE and isinstance(r.get("uri"), str)
+    }
 
 
 def without_work(rendered: str) -> str:
-    """A delivered document with its ``work`` URI withdrawn (used when an agent is deleted)."""
-    doc = json.loads(rendered)
+    """A delivered document with its ``work`` URI withdrawn under every role and slot."""
     uris = delivered_work_uris(rendered)
-    doc["resources"] = [r for r in doc.get("resources", []) if r.get("name") != WORK_ROLE]
-    for tool in doc.get("tools", []):
-        for slot in tool.get("slots", []):
+    if not uris:
+        return rendered
+    doc = json.loads(rendered)
+
+    def mentions(entry: dict[str, Any]) -> bool:
+        return entry.get("uri") in uris or (entry.get("resource") or {}).get("uri") in uris
+
+    doc["resources"] = [r for r in doc["resources"] if not mentions(r)]
+    for tool in doc.get("tools") or []:
+        for slot in tool.get("slots") or []:
             if (slot.get("resource") or {}).get("uri") in uris:
                 del slot["resource"]
     return render(doc)

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from controller.domain.launch import LaunchPlan
+from controller.domain.models import ToolSpec
 from controller.domain.results import (
     AgentResolution,
     BindingState,
@@ -20,7 +21,6 @@ from controller.domain.results import (
     ToolValidation,
     TypeClosure,
 )
-from controller.domain.models import ToolSpec
 from controller.domain.work import Hold, WorkPlan, WorkState
 
 ERROR_STATE = "Error"
@@ -56,9 +56,7 @@ def merge_conditions(
     return out
 
 
-def _resource(resource: BoundResource | None) -> dict[str, Any] | None:
-    if resource is None:
-        return None
+def _resource(resource: BoundResource) -> dict[str, Any]:
     return resource.model_dump(mode="json", by_alias=True, exclude_defaults=True)
 
 
@@ -145,6 +143,7 @@ def agent_status(
                 work_status["waitingFor"] = _ref(work.waiting_for)
             work_status["since"] = waiting_since
 
+    waiting = work.state is WorkState.WAITING and not errors
     if errors:
         ready = condition("Ready", False, "BindingError", "; ".join(errors), generation)
     elif work.state is WorkState.WAITING:
@@ -171,9 +170,9 @@ def agent_status(
         ready,
         condition(
             "Reconciling",
-            work.state is WorkState.WAITING and not errors,
-            "WaitingForWork" if work.state is WorkState.WAITING else "Reconciled",
-            ready["message"] if work.state is WorkState.WAITING else "",
+            waiting,
+            "WaitingForWork" if waiting else "Reconciled",
+            ready["message"] if waiting else "",
             generation,
         ),
         condition(
@@ -196,35 +195,37 @@ def agent_status(
     if work_status:
         status["work"] = work_status
     if session is not None:
-        plan = session.plan
-        observed = session.observed_generation
-        status["launch"] = f"{'-' if observed is None else observed}/{plan.desired_generation}"
-        status["desiredLaunchGeneration"] = plan.desired_generation
-        if observed is not None:
-            status["observedLaunchGeneration"] = observed
-        status["desiredTrajectoryHash"] = plan.desired_hash
-        if session.launched_hash:
-            status["launchedTrajectoryHash"] = session.launched_hash
-        if session.last_launch_time:
-            status["lastLaunchTime"] = session.last_launch_time
-        drift = session.launched_hash is not None and session.launched_hash != plan.desired_hash
-        conditions.append(
-            condition(
-                "RelaunchRequired",
-                drift,
-                "TrajectoryChanged" if drift else "UpToDate",
-                (
-                    f"spec.runtime changed (desired {plan.desired_hash[:19]}, launched "
-                    f"{(session.launched_hash or '')[:19]}); raise spec.relaunchGeneration above "
-                    f"{observed} to relaunch the session"
-                )
-                if drift
-                else "the session runs the current spec.runtime",
-                generation,
-            )
-        )
+        launch, relaunch = _launch_status(session, generation)
+        status.update(launch)
+        conditions.append(relaunch)
     status["conditions"] = merge_conditions(old.get("conditions"), conditions, now)
     return status
+
+
+def _launch_status(session: SessionView, generation: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The launch fields of an agent's status, and its RelaunchRequired condition."""
+    plan, observed = session.plan, session.observed_generation
+    fields: dict[str, Any] = {
+        "launch": f"{'-' if observed is None else observed}/{plan.desired_generation}",
+        "desiredLaunchGeneration": plan.desired_generation,
+        "desiredTrajectoryHash": plan.desired_hash,
+    }
+    if observed is not None:
+        fields["observedLaunchGeneration"] = observed
+    if session.launched_hash:
+        fields["launchedTrajectoryHash"] = session.launched_hash
+    if session.last_launch_time:
+        fields["lastLaunchTime"] = session.last_launch_time
+    drift = session.launched_hash is not None and session.launched_hash != plan.desired_hash
+    message = (
+        f"spec.runtime changed (desired {plan.desired_hash[:19]}, launched "
+        f"{(session.launched_hash or '')[:19]}); raise spec.relaunchGeneration above "
+        f"{observed} to relaunch the session"
+        if drift
+        else "the session runs the current spec.runtime"
+    )
+    reason = "TrajectoryChanged" if drift else "UpToDate"
+    return fields, condition("RelaunchRequired", drift, reason, message, generation)
 
 
 def tool_status(

@@ -108,7 +108,8 @@ def session_deployment(
         env.append({"name": "BINDERY_MODEL", "value": runtime.model})
     if runtime.instructions:
         env.append({"name": "BINDERY_INSTRUCTIONS", "value": runtime.instructions})
-    env += [{"name": e.name, "value": e.value} for e in runtime.env]
+    reserved = {e["name"] for e in env}
+    env += [{"name": e.name, "value": e.value} for e in runtime.env if e.name not in reserved]
     container: dict[str, Any] = {
         "name": "agent",
         "image": runtime.image,
@@ -126,9 +127,6 @@ def session_deployment(
                 "name": "bindings",
                 "configMap": {"name": bindings_config_map_name(agent.meta.name)},
             }
-        ],
-        "tolerations": [
-            {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
         ],
     }
     if service_account:
@@ -166,14 +164,10 @@ def launched_from(deployment: dict[str, Any]) -> tuple[int, str, str] | None:
     template = (deployment.get("spec") or {}).get("template") or {}
     annotations = (template.get("metadata") or {}).get("annotations") or {}
     raw = annotations.get(LAUNCH_GENERATION_ANNOTATION)
-    if raw is None:
-        return None
-    try:
-        generation = int(raw)
-    except ValueError:
+    if raw is None or not raw.isascii() or not raw.isdigit():
         return None
     return (
-        generation,
+        int(raw),
         annotations.get(TRAJECTORY_HASH_ANNOTATION, ""),
         annotations.get(LAUNCHED_AT_ANNOTATION, ""),
     )

@@ -1,0 +1,381 @@
+"""Pure manifest builders, pinned by golden files.
+
+Golden files live in ``tests/unit/golden/`` and are compared byte for byte with
+``builders.canonical()``. After an intended change to a builder, regenerate them with::
+
+    BINDERY_UPDATE_GOLDEN=1 .venv/bin/pytest tests/unit/test_builders.py
+
+and review the diff before committing it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller.domain import delivery
+from controller.domain.launch import Launched, plan_launch, trajectory_hash
+from controller.domain.models import API_VERSION, AgentObject, AgentSpecSpec, ObjectMeta, Runtime
+from controller.domain.results import AgentResolution, BindingState, BoundResource, DirectResult
+from controller.domain.work import hold_name
+from controller.k8s import builders
+
+GOLDEN = Path(__file__).parent / "golden"
+UPDATE = os.environ.get("BINDERY_UPDATE_GOLDEN") == "1"
+
+WORK_URI = "github-issue://example/project/123"
+LAUNCHED_AT = "2024-05-01T12:00:00Z"
+LAUNCH_KEY = "bindery.dev/launch-generation"
+
+RUNTIME = Runtime.model_validate(
+    {
+        "image": "ghcr.io/example/agent:1.4.2",
+        "command": ["/bin/agent"],
+        "args": ["--serve", "--port=8080"],
+        "env": [{"name": "LOG_LEVEL", "value": "debug"}, {"name": "EMPTY"}],
+        "model": "claude-sonnet",
+        "instructions": "Fix the issue you are bound to.",
+    }
+)
+
+AGENT = AgentObject(
+    meta=ObjectMeta(
+        name="coder",
+        namespace="team-a",
+        uid="6f1c2a9e-3b1d-4c55-9a7e-0d2f5b8c1e44",
+        labels={"team": "a"},
+        generation=7,
+    ),
+    spec=AgentSpecSpec.model_validate(
+        {
+            "resources": [{"name": "work", "tag": "github-issue", "uri": WORK_URI}],
+            "runtime": RUNTIME.model_dump(by_alias=True),
+            "relaunchGeneration": 3,
+        }
+    ),
+)
+
+RESOLUTION = AgentResolution(
+    agent="team-a/coder",
+    direct=[
+        DirectResult(
+            name="work",
+            tag="github-issue",
+            uri=WORK_URI,
+            state=BindingState.BOUND,
+            resource=BoundResource(uri=WORK_URI, type="github-issue", alias="work"),
+        )
+    ],
+)
+RENDERED = delivery.render(delivery.bindings_document(AGENT, RESOLUTION, deliver_work=True))
+
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+def deployment(agent: AgentObject = AGENT, **kw: Any) -> dict[str, Any]:
+    args: dict[str, Any] = {
+        "launch_generation": 3,
+        "trajectory_hash": trajectory_hash(RUNTIME),
+        "launched_at": LAUNCHED_AT,
+        "service_account": "bindery-session",
+    }
+    args.update(kw)
+    return builders.session_deployment(agent, RUNTIME, **args)
+
+
+def manifests() -> dict[str, dict[str, Any]]:
+    return {
+        "session_deployment.json": deployment(),
+        "bindings_config_map.json": builders.bindings_config_map(AGENT, RENDERED),
+        "work_hold.json": builders.work_hold(AGENT, WORK_URI),
+    }
+
+
+# ------------------------------------------------------------------------------- golden files
+
+
+@pytest.mark.parametrize("filename", sorted(manifests()))
+def test_golden(filename: str) -> None:
+    actual = builders.canonical(manifests()[filename])
+    path = GOLDEN / filename
+    if UPDATE:
+        GOLDEN.mkdir(exist_ok=True)
+        path.write_text(actual, encoding="utf-8")
+    assert path.exists(), f"{path} is missing; regenerate with BINDERY_UPDATE_GOLDEN=1"
+    expected = path.read_text(encoding="utf-8")
+    assert actual == expected, (
+        f"{filename} differs from its golden file; if the change is intended, regenerate with "
+        "BINDERY_UPDATE_GOLDEN=1 and review the diff"
+    )
+
+
+def test_canonical_is_sorted_indented_and_newline_terminated() -> None:
+    text = builders.canonical({"b": 1, "a": {"d": 2, "c": 3}})
+    assert text == '{\n  "a": {\n    "c": 3,\n    "d": 2\n  },\n  "b": 1\n}\n'
+
+
+def test_builders_are_deterministic() -> None:
+    assert builders.canonical(deployment()) == builders.canonical(deployment())
+    assert manifests() == manifests()
+
+
+# ------------------------------------------------------------------------------- common metadata
+
+
+@pytest.mark.parametrize("filename", sorted(manifests()))
+def test_owner_reference_and_labels(filename: str) -> None:
+    manifest = manifests()[filename]
+    md = manifest["metadata"]
+    assert md["namespace"] == "team-a"
+    assert md["ownerReferences"] == [
+        {
+            "apiVersion": API_VERSION,
+            "kind": "AgentSpec",
+            "name": "coder",
+            "uid": AGENT.meta.uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+    assert md["labels"]["app.kubernetes.io/managed-by"] == "bindery"
+    assert "team" not in md["labels"]  # user labels on the agent are not copied
+
+
+def test_component_labels() -> None:
+    m = manifests()
+    assert m["session_deployment.json"]["metadata"]["labels"] == {
+        "app.kubernetes.io/managed-by": "bindery",
+        "bindery.dev/agent": "coder",
+        "app.kubernetes.io/component": "session",
+    }
+    assert m["bindings_config_map.json"]["metadata"]["labels"] == {
+        "app.kubernetes.io/managed-by": "bindery",
+        "bindery.dev/agent": "coder",
+        "app.kubernetes.io/component": "bindings",
+    }
+    assert m["work_hold.json"]["metadata"]["labels"]["app.kubernetes.io/component"] == "work-hold"
+
+
+# ------------------------------------------------------------------------------- ConfigMap
+
+
+def test_config_map_carries_the_rendered_document_verbatim() -> None:
+    cm = builders.bindings_config_map(AGENT, RENDERED)
+    assert cm["apiVersion"] == "v1"
+    assert cm["kind"] == "ConfigMap"
+    assert cm["metadata"]["name"] == "coder-bindings" == builders.bindings_config_map_name("coder")
+    assert cm["data"] == {"bindings.json": RENDERED}
+
+
+# ------------------------------------------------------------------------------- work hold
+
+
+def test_work_hold_lease() -> None:
+    lease = builders.work_hold(AGENT, WORK_URI)
+    assert lease["apiVersion"] == "coordination.k8s.io/v1"
+    assert lease["kind"] == "Lease"
+    assert lease["metadata"]["name"] == hold_name(WORK_URI)
+    assert lease["metadata"]["annotations"] == {
+        "bindery.dev/uri": WORK_URI,
+        "bindery.dev/holder-uid": AGENT.meta.uid,
+    }
+    assert lease["spec"] == {"holderIdentity": "team-a/coder"}
+
+
+def test_two_agents_race_for_one_hold_name() -> None:
+    other = AGENT.model_copy(
+        update={"meta": ObjectMeta(name="reviewer", namespace="team-a", uid="u-2")}
+    )
+    a = builders.work_hold(AGENT, WORK_URI)
+    b = builders.work_hold(other, WORK_URI)
+    assert a["metadata"]["name"] == b["metadata"]["name"]
+    assert a["spec"] != b["spec"]
+    assert builders.work_hold(AGENT, WORK_URI + "/")["metadata"]["name"] != a["metadata"]["name"]
+
+
+# ------------------------------------------------------------------------------- Deployment
+
+
+def test_deployment_is_one_replica_recreate() -> None:
+    d = deployment()
+    assert d["apiVersion"] == "apps/v1"
+    assert d["kind"] == "Deployment"
+    assert d["metadata"]["name"] == "coder-session" == builders.session_name("coder")
+    assert d["spec"]["replicas"] == 1
+    assert d["spec"]["strategy"] == {"type": "Recreate"}
+
+
+def test_selector_matches_template_labels() -> None:
+    d = deployment()
+    selector = d["spec"]["selector"]["matchLabels"]
+    labels = d["spec"]["template"]["metadata"]["labels"]
+    assert selector
+    assert all(labels[k] == v for k, v in selector.items())
+
+
+def test_template_carries_launch_identity() -> None:
+    d = deployment()
+    annotations = d["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["bindery.dev/launch-generation"] == "3"
+    assert annotations["bindery.dev/trajectory-hash"] == trajectory_hash(RUNTIME)
+    assert annotations["bindery.dev/launched-at"] == LAUNCHED_AT
+    assert d["metadata"]["annotations"] == annotations
+
+
+def test_template_carries_nothing_derived_from_bindings() -> None:
+    d = deployment()
+    template = json.dumps(d["spec"]["template"], sort_keys=True)
+    assert RENDERED.strip() not in template
+    assert json.dumps(RENDERED) not in template  # not even as an escaped string value
+    assert WORK_URI not in template  # nor the bound URI from spec.resources
+    assert "github-issue" not in template
+
+
+def test_template_is_independent_of_bindings() -> None:
+    """Changing bindings never rolls the pod: the template only depends on runtime + launch."""
+    rebound = AGENT.model_copy(
+        update={
+            "spec": AGENT.spec.model_copy(
+                update={"resources": [], "tools": [], "resource_selector": None}
+            )
+        }
+    )
+    assert deployment(rebound)["spec"]["template"] == deployment()["spec"]["template"]
+
+
+def test_bindings_file_is_mounted_and_announced() -> None:
+    d = deployment()
+    pod = d["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    path = env["BINDERY_BINDINGS_FILE"]
+    assert path == f"{builders.BINDINGS_MOUNT}/{delivery.BINDINGS_FILE}"
+    (mount,) = container["volumeMounts"]
+    assert path.startswith(mount["mountPath"] + "/")
+    assert mount["readOnly"] is True
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    assert volume["configMap"]["name"] == builders.bindings_config_map_name("coder")
+
+
+def test_container_runs_the_runtime() -> None:
+    pod = deployment()["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["image"] == RUNTIME.image
+    assert container["command"] == ["/bin/agent"]
+    assert container["args"] == ["--serve", "--port=8080"]
+    assert container["env"] == [
+        {"name": "BINDERY_BINDINGS_FILE", "value": "/var/run/bindery/bindings.json"},
+        {"name": "BINDERY_MODEL", "value": "claude-sonnet"},
+        {"name": "BINDERY_INSTRUCTIONS", "value": "Fix the issue you are bound to."},
+        {"name": "LOG_LEVEL", "value": "debug"},
+        {"name": "EMPTY", "value": ""},
+    ]
+    assert pod["serviceAccountName"] == "bindery-session"
+
+
+def test_minimal_runtime_omits_optional_fields() -> None:
+    d = builders.session_deployment(
+        AGENT, Runtime(image="img"), launch_generation=0, trajectory_hash="sha256:x", launched_at=""
+    )
+    pod = d["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert "command" not in container
+    assert "args" not in container
+    assert [e["name"] for e in container["env"]] == ["BINDERY_BINDINGS_FILE"]
+    assert "serviceAccountName" not in pod
+
+
+# ------------------------------------------------------------------------------- launched_from
+
+
+def test_launched_from_reads_back_what_session_deployment_wrote() -> None:
+    assert builders.launched_from(deployment()) == (3, trajectory_hash(RUNTIME), LAUNCHED_AT)
+    assert builders.launched_from(
+        deployment(launch_generation=0, trajectory_hash="sha256:abc", launched_at="")
+    ) == (0, "sha256:abc", "")
+
+
+def test_launched_from_feeds_plan_launch_without_relaunching() -> None:
+    """A restarted controller adopts the session as found: no relaunch, no drift."""
+    read = builders.launched_from(deployment())
+    assert read is not None
+    plan = plan_launch(RUNTIME, 3, Launched(*read))
+    assert plan.action.value == "Keep"
+    assert not plan.drift
+
+
+def test_launched_from_ignores_deployment_metadata_annotations() -> None:
+    """The pod template is what runs; the object's own annotations are not the source."""
+    d = deployment()
+    d["metadata"]["annotations"]["bindery.dev/launch-generation"] = "99"
+    read = builders.launched_from(d)
+    assert read is not None
+    assert read[0] == 3
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"spec": None},
+        {"spec": {}},
+        {"spec": {"template": None}},
+        {"spec": {"template": {"metadata": None}}},
+        {"spec": {"template": {"metadata": {"annotations": None}}}},
+        {"spec": {"template": {"metadata": {"annotations": {}}}}},
+        {"spec": {"template": {"metadata": {"annotations": {"other": "1"}}}}},
+        {"spec": {"template": {"metadata": {"annotations": {LAUNCH_KEY: ""}}}}},
+        {"spec": {"template": {"metadata": {"annotations": {LAUNCH_KEY: "three"}}}}},
+        {"spec": {"template": {"metadata": {"annotations": {LAUNCH_KEY: "1.5"}}}}},
+    ],
+)
+def test_launched_from_missing_or_garbage(body: dict[str, Any]) -> None:
+    assert builders.launched_from(body) is None
+
+
+def test_launched_from_defaults_missing_hash_and_time() -> None:
+    body = {"spec": {"template": {"metadata": {"annotations": {LAUNCH_KEY: "2"}}}}}
+    assert builders.launched_from(body) == (2, "", "")
+
+
+# ------------------------------------------------------------------------------- long names
+
+
+LONG = "a" + "-b" * 31  # 63 characters: the longest AgentSpec name the CRD admits
+
+
+def long_agent(name: str) -> AgentObject:
+    return AGENT.model_copy(update={"meta": ObjectMeta(name=name, namespace="team-a", uid="u")})
+
+
+def test_long_name_is_the_longest_admitted_agent_name() -> None:
+    """The AgentSpec CRD admits DNS-1123 labels only (<= 63), so the name fits in a label."""
+    assert len(LONG) == 63
+    assert DNS1123_SUBDOMAIN.match(LONG)
+
+
+@pytest.mark.parametrize("name", ["a" * 63, LONG])
+def test_owned_objects_are_valid_for_any_admitted_agent_name(name: str) -> None:
+    """Every label value must be <= 63 characters and every owned object name <= 253."""
+    agent = long_agent(name)
+    for manifest in (
+        builders.bindings_config_map(agent, RENDERED),
+        deployment(agent),
+        builders.work_hold(agent, WORK_URI),
+    ):
+        md = manifest["metadata"]
+        assert len(md["name"]) <= 253, md["name"]
+        assert DNS1123_SUBDOMAIN.match(md["name"]), md["name"]
+        for key, value in md["labels"].items():
+            assert len(value) <= 63, f"label {key}={value!r} is longer than 63"
+            assert LABEL_VALUE.match(value), f"label {key}={value!r}"
+        if manifest["kind"] == "Deployment":
+            for value in manifest["spec"]["selector"]["matchLabels"].values():
+                assert len(value) <= 63

@@ -1,0 +1,299 @@
+"""The bindings document delivered to a session: the work URI appears only while it is held."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from controller.domain.delivery import (
+    BINDINGS_FILE,
+    bindings_document,
+    delivered_work_uris,
+    render,
+    without_work,
+)
+from controller.domain.models import (
+    API_VERSION,
+    Access,
+    AgentObject,
+    AgentSpecSpec,
+    BindingMode,
+    ObjectMeta,
+)
+from controller.domain.results import (
+    AgentResolution,
+    BindingState,
+    BoundResource,
+    DirectResult,
+    SlotResult,
+)
+
+URI = "github-issue://example/project/123"
+SRC = "file:///src/project"
+
+AGENT = AgentObject(
+    meta=ObjectMeta(name="alice", namespace="team", uid="uid-alice"), spec=AgentSpecSpec()
+)
+
+
+def direct(name: str, uri: str, tag: str = "github-issue") -> DirectResult:
+    return DirectResult(
+        name=name,
+        tag=tag,
+        uri=uri,
+        state=BindingState.BOUND,
+        resource=BoundResource(uri=uri, type=tag, alias=name),
+    )
+
+
+def slot(tool: str, name: str, resource: BoundResource | None, **kw: Any) -> SlotResult:
+    return SlotResult(
+        tool=tool,
+        slot=name,
+        mode=kw.pop("mode", BindingMode.CONTEXTUAL),
+        access=kw.pop("access", Access.READ_WRITE),
+        resource_type=kw.pop("resource_type", "github-issue"),
+        state=kw.pop("state", BindingState.BOUND if resource else BindingState.DEFERRED),
+        resource=resource,
+        **kw,
+    )
+
+
+WORK_RES = BoundResource(uri=URI, type="github-issue", alias="work")
+SRC_RES = BoundResource(uri=SRC, type="fs-directory", name="src", namespace="team", uid="u-src")
+
+
+def resolution() -> AgentResolution:
+    return AgentResolution(
+        agent="team/alice",
+        direct=[direct("work", URI), direct("source", SRC, "fs-directory")],
+        slots=[
+            slot("tracker", "issue", WORK_RES),
+            slot("tracker", "target", None, mode=BindingMode.PARAMETER),
+            slot("git", "repo", SRC_RES, resource_type="git-checkout", access=Access.READ_ONLY),
+        ],
+    )
+
+
+def doc(deliver: bool, res: AgentResolution | None = None) -> dict[str, Any]:
+    return bindings_document(AGENT, res or resolution(), deliver_work=deliver)
+
+
+# ------------------------------------------------------------------------------- the document
+
+
+def test_document_shape_when_work_is_delivered() -> None:
+    d = doc(True)
+    assert d["apiVersion"] == API_VERSION
+    assert d["kind"] == "Bindings"
+    assert d["agent"] == {"namespace": "team", "name": "alice"}
+    assert d["resources"] == [
+        {
+            "name": "work",
+            "tag": "github-issue",
+            "uri": URI,
+            "state": "Bound",
+            "resource": {"uri": URI, "type": "github-issue", "alias": "work"},
+        },
+        {
+            "name": "source",
+            "tag": "fs-directory",
+            "uri": SRC,
+            "state": "Bound",
+            "resource": {"uri": SRC, "type": "fs-directory", "alias": "source"},
+        },
+    ]
+    assert d["tools"] == [
+        {
+            "name": "tracker",
+            "slots": [
+                {
+                    "name": "issue",
+                    "mode": "contextual",
+                    "access": "read_write",
+                    "resourceType": "github-issue",
+                    "state": "Bound",
+                    "resource": {"uri": URI, "type": "github-issue", "alias": "work"},
+                },
+                {
+                    "name": "target",
+                    "mode": "parameter",
+                    "access": "read_write",
+                    "resourceType": "github-issue",
+                    "state": "Deferred",
+                },
+            ],
+        },
+        {
+            "name": "git",
+            "slots": [
+                {
+                    "name": "repo",
+                    "mode": "contextual",
+                    "access": "read_only",
+                    "resourceType": "git-checkout",
+                    "state": "Bound",
+                    "resource": {
+                        "uri": SRC,
+                        "type": "fs-directory",
+                        "name": "src",
+                        "namespace": "team",
+                        "uid": "u-src",
+                    },
+                },
+            ],
+        },
+    ]
+
+
+def test_document_carries_no_timestamps_or_generations() -> None:
+    text = render(doc(True))
+    for word in ("generation", "Time", "timestamp", "resourceVersion"):
+        assert word not in text
+
+
+def test_work_binding_present_only_when_delivered() -> None:
+    assert [r["name"] for r in doc(True)["resources"]] == ["work", "source"]
+    assert [r["name"] for r in doc(False)["resources"]] == ["source"]
+
+
+def test_slot_resolved_to_work_uri_loses_its_resource_when_not_delivered() -> None:
+    d = doc(False)
+    issue = d["tools"][0]["slots"][0]
+    assert issue["name"] == "issue"
+    assert "resource" not in issue
+    # other slots keep theirs
+    assert d["tools"][1]["slots"][0]["resource"]["uri"] == SRC
+
+
+def test_work_uri_does_not_occur_anywhere_when_not_delivered() -> None:
+    assert URI not in render(doc(False))
+    assert URI in render(doc(True))
+
+
+def test_without_work_binding_nothing_is_hidden() -> None:
+    res = AgentResolution(
+        agent="team/alice",
+        direct=[direct("source", SRC, "fs-directory")],
+        slots=[slot("git", "repo", SRC_RES)],
+    )
+    assert doc(False, res) == doc(True, res)
+    assert doc(False, res)["tools"][0]["slots"][0]["resource"]["uri"] == SRC
+
+
+def test_work_binding_in_error_is_withheld_when_not_delivered() -> None:
+    broken = DirectResult(
+        name="work", tag="nope", uri=URI, state=BindingState.ERROR, message="bad tag"
+    )
+    res = AgentResolution(agent="team/alice", direct=[broken])
+    assert doc(False, res)["resources"] == []
+    assert doc(True, res)["resources"] == [
+        {"name": "work", "tag": "nope", "uri": URI, "state": "Error"}
+    ]
+
+
+def test_work_uri_under_another_binding_name_is_withheld_too() -> None:
+    """The same URI bound under a second role must not smuggle the work URI into the session.
+
+    The CRD allows ``{name: work, uri: X}`` and ``{name: notes, uri: X}`` on one agent. While
+    another agent holds X, this agent's document must not contain X at all (DESIGN: at no instant
+    do two agents' delivered bindings both contain the same work URI).
+    """
+    res = AgentResolution(
+        agent="team/alice",
+        direct=[direct("work", URI), direct("notes", URI)],
+    )
+    rendered = render(doc(False, res))
+    assert URI not in rendered
+
+
+def test_empty_resolution() -> None:
+    d = doc(False, AgentResolution(agent="team/alice"))
+    assert d["resources"] == []
+    assert d["tools"] == []
+
+
+# ------------------------------------------------------------------------------- render
+
+
+def test_render_is_canonical_and_key_order_independent() -> None:
+    d = doc(True)
+    shuffled = json.loads(json.dumps(d))
+    shuffled = {k: shuffled[k] for k in reversed(list(shuffled))}
+    shuffled["resources"] = [dict(reversed(list(r.items()))) for r in shuffled["resources"]]
+    assert render(d) == render(shuffled)
+    assert render(d) == render(doc(True))
+    assert render(d).endswith("}\n")
+    assert json.loads(render(d)) == d
+
+
+def test_render_keeps_non_ascii_and_list_order() -> None:
+    res = AgentResolution(agent="team/alice", direct=[direct("b", "x:ü"), direct("a", "x:a")])
+    text = render(doc(True, res))
+    assert "x:ü" in text
+    assert text.index('"x:ü"') < text.index('"x:a"')
+
+
+def test_render_changes_exactly_when_bindings_change() -> None:
+    other = AgentResolution(agent="team/alice", direct=[direct("work", URI + "/")])
+    assert render(doc(True)) != render(doc(True, other))
+    assert render(doc(True)) != render(doc(False))
+
+
+@given(
+    st.dictionaries(
+        st.text(max_size=5),
+        st.one_of(st.integers(), st.text(max_size=5), st.lists(st.integers(), max_size=3)),
+        max_size=6,
+    )
+)
+def test_render_roundtrips_any_document(document: dict[str, Any]) -> None:
+    text = render(document)
+    assert json.loads(text) == document
+    assert render(json.loads(text)) == text
+
+
+# ------------------------------------------------------------------------------- checks
+
+
+def test_delivered_work_uris() -> None:
+    assert delivered_work_uris(render(doc(True))) == {URI}
+    assert delivered_work_uris(render(doc(False))) == set()
+
+
+@pytest.mark.parametrize("garbage", ["", "{", "not json", "{}", '{"resources": []}'])
+def test_delivered_work_uris_of_garbage_is_empty(garbage: str) -> None:
+    assert delivered_work_uris(garbage) == set()
+
+
+@pytest.mark.parametrize("valid_json", ["null", "[]", '"text"', "3", '{"resources": [1]}'])
+def test_delivered_work_uris_tolerates_json_that_is_not_a_document(valid_json: str) -> None:
+    """The ConfigMap is user-editable; a finalizer that crashes on its content blocks deletion."""
+    assert delivered_work_uris(valid_json) == set()
+
+
+def test_without_work_removes_work_and_slot_references() -> None:
+    delivered = render(doc(True))
+    stripped = without_work(delivered)
+    assert URI not in stripped
+    assert delivered_work_uris(stripped) == set()
+    # exactly what the document would have been without the work delivered
+    assert stripped == render(doc(False))
+
+
+def test_without_work_leaves_a_document_without_work_unchanged() -> None:
+    delivered = render(doc(False))
+    assert without_work(delivered) == delivered
+
+
+def test_without_work_removes_the_uri_under_any_binding_name() -> None:
+    res = AgentResolution(agent="team/alice", direct=[direct("work", URI), direct("notes", URI)])
+    assert URI not in without_work(render(doc(True, res)))
+
+
+def test_bindings_file_name() -> None:
+    assert BINDINGS_FILE == "bindings.json"

@@ -1,0 +1,177 @@
+"""The relaunch boundary: trajectory hashes, and launch / keep / relaunch decisions."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from controller.domain.launch import LaunchAction, Launched, plan_launch, trajectory_hash
+from controller.domain.models import EnvVar, Runtime
+
+BASE: dict[str, Any] = {
+    "image": "ghcr.io/example/agent:1.0",
+    "command": ["agent"],
+    "args": ["--serve"],
+    "env": [{"name": "LOG_LEVEL", "value": "info"}],
+    "model": "model-a",
+    "instructions": "be careful",
+}
+
+
+def runtime(**changes: Any) -> Runtime:
+    return Runtime.model_validate({**BASE, **changes})
+
+
+# ------------------------------------------------------------------------------- trajectory_hash
+
+
+def test_hash_is_prefixed_sha256_hex() -> None:
+    assert re.fullmatch(r"sha256:[0-9a-f]{64}", trajectory_hash(runtime()))
+
+
+def test_hash_is_stable_across_key_order() -> None:
+    reordered = Runtime.model_validate(dict(reversed(list(BASE.items()))))
+    assert trajectory_hash(reordered) == trajectory_hash(runtime())
+
+
+def test_hash_is_stable_across_equal_runtimes_and_defaults() -> None:
+    explicit = Runtime(image="img", command=[], args=[], env=[], model="", instructions="")
+    assert trajectory_hash(explicit) == trajectory_hash(Runtime(image="img"))
+    assert trajectory_hash(Runtime.model_validate({"image": "img"})) == trajectory_hash(
+        Runtime(image="img")
+    )
+    # snake_case and camelCase construction give the same runtime
+    env = [EnvVar(name="A", value="1")]
+    assert trajectory_hash(Runtime(image="img", env=env)) == trajectory_hash(
+        Runtime.model_validate({"image": "img", "env": [{"name": "A", "value": "1"}]})
+    )
+
+
+def test_hash_is_a_known_value() -> None:
+    """Pinned: a silent change of the hash would relaunch (or mark drifted) every session."""
+    assert trajectory_hash(Runtime(image="img")) == (
+        "sha256:"
+        + hashlib.sha256(
+            b'{"args":[],"command":[],"env":[],"image":"img","instructions":"","model":""}'
+        ).hexdigest()
+    )
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"image": "ghcr.io/example/agent:1.1"},
+        {"command": ["agent2"]},
+        {"command": []},
+        {"args": ["--serve", "--verbose"]},
+        {"args": []},
+        {"env": [{"name": "LOG_LEVEL", "value": "debug"}]},
+        {"env": [{"name": "LOG_LEVELS", "value": "info"}]},
+        {"env": []},
+        {"model": "model-b"},
+        {"instructions": "be careful!"},
+        {"instructions": ""},
+    ],
+    ids=lambda c: next(iter(c)),
+)
+def test_hash_changes_with_any_field(changes: dict[str, Any]) -> None:
+    assert trajectory_hash(runtime(**changes)) != trajectory_hash(runtime())
+
+
+def test_hash_depends_on_list_order() -> None:
+    """Argument and environment order are meaningful to a process."""
+    assert trajectory_hash(runtime(args=["a", "b"])) != trajectory_hash(runtime(args=["b", "a"]))
+    env = [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]
+    assert trajectory_hash(runtime(env=env)) != trajectory_hash(runtime(env=env[::-1]))
+
+
+def test_hash_does_not_confuse_fields() -> None:
+    """Moving a value between command and args is a different trajectory."""
+    a = Runtime(image="img", command=["x"], args=[])
+    b = Runtime(image="img", command=[], args=["x"])
+    assert trajectory_hash(a) != trajectory_hash(b)
+
+
+@given(st.text(max_size=50), st.text(max_size=50))
+def test_hash_equal_iff_instructions_equal(a: str, b: str) -> None:
+    ha = trajectory_hash(Runtime(image="img", instructions=a))
+    hb = trajectory_hash(Runtime(image="img", instructions=b))
+    assert (ha == hb) == (a == b)
+
+
+# ------------------------------------------------------------------------------- plan_launch
+
+
+def test_launch_when_nothing_launched() -> None:
+    plan = plan_launch(runtime(), 0, None)
+    assert plan.action is LaunchAction.LAUNCH
+    assert plan.desired_generation == 0
+    assert plan.desired_hash == trajectory_hash(runtime())
+    assert plan.observed_generation is None
+    assert plan.launched_hash is None
+    assert plan.drift is False
+
+
+def test_launch_when_nothing_launched_keeps_desired_generation() -> None:
+    plan = plan_launch(runtime(), 7, None)
+    assert plan.action is LaunchAction.LAUNCH
+    assert plan.desired_generation == 7
+
+
+def test_keep_when_generation_equal_and_runtime_unchanged() -> None:
+    h = trajectory_hash(runtime())
+    plan = plan_launch(runtime(), 2, Launched(2, h, "2024-01-01T00:00:00Z"))
+    assert plan.action is LaunchAction.KEEP
+    assert plan.observed_generation == 2
+    assert plan.launched_hash == h
+    assert plan.drift is False
+
+
+def test_keep_with_drift_when_runtime_changed_but_generation_equal() -> None:
+    launched = Launched(2, trajectory_hash(runtime()))
+    plan = plan_launch(runtime(image="other:2"), 2, launched)
+    assert plan.action is LaunchAction.KEEP
+    assert plan.drift is True
+    assert plan.desired_hash == trajectory_hash(runtime(image="other:2"))
+    assert plan.launched_hash == launched.trajectory_hash
+
+
+def test_keep_when_desired_generation_is_lower_than_launched() -> None:
+    """relaunchGeneration may only grow; a lower one (e.g. a restored backup) never relaunches."""
+    launched = Launched(5, trajectory_hash(runtime()))
+    plan = plan_launch(runtime(model="model-z"), 3, launched)
+    assert plan.action is LaunchAction.KEEP
+    assert plan.drift is True
+    assert plan.observed_generation == 5
+    assert plan.desired_generation == 3
+
+
+@pytest.mark.parametrize("raised_to", [1, 2, 100])
+def test_relaunch_exactly_when_raised(raised_to: int) -> None:
+    launched = Launched(0, trajectory_hash(runtime()))
+    plan = plan_launch(runtime(image="new:1"), raised_to, launched)
+    assert plan.action is LaunchAction.RELAUNCH
+    assert plan.desired_generation == raised_to
+    assert plan.observed_generation == 0
+    assert plan.drift is False  # the relaunch clears it
+
+
+def test_relaunch_even_when_runtime_unchanged() -> None:
+    h = trajectory_hash(runtime())
+    plan = plan_launch(runtime(), 1, Launched(0, h))
+    assert plan.action is LaunchAction.RELAUNCH
+    assert plan.drift is False
+
+
+@given(st.integers(0, 50), st.integers(0, 50), st.booleans())
+def test_relaunch_iff_raised(desired: int, launched_gen: int, same_runtime: bool) -> None:
+    launched_rt = runtime() if same_runtime else runtime(args=["--old"])
+    plan = plan_launch(runtime(), desired, Launched(launched_gen, trajectory_hash(launched_rt)))
+    assert (plan.action is LaunchAction.RELAUNCH) == (desired > launched_gen)
+    assert (plan.action is LaunchAction.KEEP) == (desired <= launched_gen)
+    assert plan.drift == (desired <= launched_gen and not same_runtime)
