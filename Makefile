@@ -69,6 +69,9 @@ bench: venv control-plane ## benchmarks: prints figures and ratios to their targ
 e2e: venv ## kind end-to-end (needs Docker and kind; skips with the reason otherwise)
 	$(PY) -m pytest -m e2e tests/e2e
 
+examples: venv ## regenerate the rendered example manifests from their KDL and tool sources
+	$(PY) -m controller.authoring.examples
+
 clean: ## remove the venv and local state (the binary cache in ~/.cache/bindery stays)
 	-$(BINDERY) cluster down --state-dir $(STATE_DIR) 2>/dev/null
 	rm -rf $(VENV) .cache .mypy_cache .ruff_cache .pytest_cache

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -97,6 +98,23 @@ def _parse_error(exc: ValidationError) -> str:
     )
 
 
+class Tombstones:
+    """A bounded set of uids, oldest forgotten first."""
+
+    def __init__(self, capacity: int) -> None:
+        self._uids: OrderedDict[str, None] = OrderedDict()
+        self._capacity = capacity
+
+    def add(self, uid: str) -> None:
+        self._uids[uid] = None
+        self._uids.move_to_end(uid)
+        while len(self._uids) > self._capacity:
+            self._uids.popitem(last=False)
+
+    def __contains__(self, uid: object) -> bool:
+        return uid in self._uids
+
+
 @dataclass
 class Observed:
     """Latest observed bodies, by kind and key (from watch events and our own write responses)."""
@@ -115,6 +133,8 @@ class Observed:
     """(namespace, work uri) -> agents whose spec asks for it."""
     work_of: dict[str, str] = field(default_factory=dict)
     """agent key -> its desired work uri."""
+    tombstones: Tombstones = field(default_factory=lambda: Tombstones(100_000))
+    """uids of objects seen deleted, so late events cannot bring them back."""
 
 
 class Controller:
@@ -140,6 +160,8 @@ class Controller:
 
     def observe(self, kind: ItemKind, body: dict[str, Any], deleted: bool = False) -> None:
         """A custom resource was listed, added, modified or deleted."""
+        if self._buried(body, deleted):
+            return
         key = _key(body)
         cache = self.observed.bodies[kind]
         if deleted:
@@ -210,6 +232,8 @@ class Controller:
 
     def observe_owned(self, kind: Kind, body: dict[str, Any], deleted: bool = False) -> None:
         """A ConfigMap, Deployment or Lease labelled as ours changed."""
+        if self._buried(body, deleted):
+            return
         key = _key(body)
         ns = _split(key)[0]
         if kind is LEASES:
@@ -234,7 +258,8 @@ class Controller:
         hold = _hold_from(body)
         if deleted:
             self.observed.hold_bodies.pop(key, None)
-            if hold and self.observed.holds.get((ns, hold.uri)) == hold:
+            current = self.observed.holds.get((ns, hold.uri)) if hold else None
+            if hold and current is not None and current.uid == hold.uid:
                 del self.observed.holds[(ns, hold.uri)]
         else:
             self.observed.hold_bodies[key] = body
@@ -245,6 +270,20 @@ class Controller:
             self._enqueue_claimants(ns, hold.uri)
             for res in self.registry.resources_with_uri(ns, hold.uri):
                 self.queue.add(("resource", res.meta.key))
+
+    def _buried(self, body: dict[str, Any], deleted: bool) -> bool:
+        """Whether ``body`` belongs to an object already seen deleted (a late, stale event).
+
+        Watch streams and our own write-through can interleave, so an old ADDED or MODIFIED
+        event may arrive after the object is gone; the uid, unique per incarnation, tells.
+        """
+        uid = str((body.get("metadata") or {}).get("uid", ""))
+        if not uid:
+            return False
+        if deleted:
+            self.observed.tombstones.add(uid)
+            return False
+        return uid in self.observed.tombstones
 
     def _enqueue_claimants(self, ns: str, uri: str) -> None:
         for agent in self.observed.wanted.get((ns, uri)):
@@ -561,7 +600,7 @@ class Controller:
                 raise
             current = await self.api.get(LEASES, ns, hold_name(plan.uri))
             if current is not None:
-                self._observe_hold(_key(current), current, deleted=False)
+                self.observe_owned(LEASES, current)
             hold = _hold_from(current) if current else None
             if hold is not None and hold.holder_uid == agent.meta.uid:
                 return WorkPlan(
@@ -574,7 +613,7 @@ class Controller:
                 waiting_for=hold.holder if hold else "",
             )
         metrics.API_WRITES.labels("leases", "create").inc()
-        self._observe_hold(_key(created), created, deleted=False)
+        self.observe_owned(LEASES, created)
         log.info("acquired work", agent=agent.meta.key, uri=plan.uri)
         return WorkPlan(state=WorkState.WORKING, uri=plan.uri, release=plan.release, deliver=True)
 
@@ -591,7 +630,7 @@ class Controller:
         metrics.API_WRITES.labels("leases", "delete").inc()
         body = self.observed.hold_bodies.get(f"{ns}/{hold.name}")
         if body is not None:
-            self._observe_hold(f"{ns}/{hold.name}", body, deleted=True)
+            self.observe_owned(LEASES, body, deleted=True)
         log.info("released work", agent=hold.holder, uri=hold.uri)
 
     async def _ensure_finalizer(self, key: str, body: dict[str, Any], *, present: bool) -> None:

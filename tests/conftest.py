@@ -202,6 +202,9 @@ def controller(
     try:
         yield proc
         proc._alive()
+        # Delete the agents while the controller runs, so their finalizers are honoured and
+        # the namespace can go.
+        cluster.kubectl("delete", "agentspec", "--all", "-n", namespace, "--timeout=60s")
     finally:
         proc.stop()
     errors = [line for line in proc.logs().splitlines() if '"level": "error"' in line]

@@ -14,7 +14,7 @@ HELM_VERSION="v3.22.0"
 KWOK_VERSION="v0.8.0"
 
 # The cache key covers every pinned module file, so a version bump never reuses stale binaries.
-key="$(cat "$here"/*/go.mod "$here"/*/go.sum "$here/build.sh" | sha256sum | cut -c1-12)"
+key="$(cat "$here"/*/go.mod "$here"/*/go.sum | sha256sum | cut -c1-12)"
 cache_root="${BINDERY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/bindery}"
 bin="$cache_root/k8s-$K8S_VERSION-$key/bin"
 
@@ -29,6 +29,9 @@ if ! command -v go >/dev/null 2>&1; then
 fi
 
 mkdir -p "$bin"
+# One build at a time per cache: concurrent callers wait here, then find the binaries built.
+exec 9>"$bin/.lock"
+flock 9
 export CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-mod=mod
 
 k8s_ldflags() {
@@ -48,8 +51,8 @@ build() { # build <module dir> <output name> <package> [ldflags]
   fi
   echo "building $name from $pkg (cached at $bin) ..." >&2
   local start=$SECONDS
-  (cd "$here/$dir" && go build -trimpath -ldflags "$ldflags" -o "$bin/.$name.tmp" "$pkg")
-  mv "$bin/.$name.tmp" "$bin/$name"
+  (cd "$here/$dir" && go build -trimpath -ldflags "$ldflags" -o "$bin/.$name.$$.tmp" "$pkg")
+  mv "$bin/.$name.$$.tmp" "$bin/$name"
   echo "built $name in $((SECONDS - start))s" >&2
 }
 
@@ -68,8 +71,8 @@ if [[ ! -s "$bin/kwok-stages.yaml" ]]; then
                pod/fast/pod-ready pod/fast/pod-complete pod/fast/pod-delete; do
     echo "---"
     cat "$kwok_dir/kustomize/stage/$stage.yaml"
-  done > "$bin/.kwok-stages.yaml.tmp"
-  mv "$bin/.kwok-stages.yaml.tmp" "$bin/kwok-stages.yaml"
+  done > "$bin/.kwok-stages.yaml.$$.tmp"
+  mv "$bin/.kwok-stages.yaml.$$.tmp" "$bin/kwok-stages.yaml"
 fi
 build helm helm helm.sh/helm/v3/cmd/helm "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
 

@@ -30,9 +30,21 @@ def now_rfc3339() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+MAX_MESSAGE = 8192
+"""Condition messages are cut here (the API allows 32768): a status must stay writable."""
+
+
+def _clip(message: str) -> str:
+    if len(message) <= MAX_MESSAGE:
+        return message
+    cut = message[: MAX_MESSAGE - 40]
+    return f"{cut}... ({len(message) - len(cut)} more characters)"
+
+
 def condition(
     type_: str, status: bool, reason: str, message: str, generation: int
 ) -> dict[str, Any]:
+    message = _clip(message)
     return {
         "type": type_,
         "status": "True" if status else "False",
@@ -141,7 +153,8 @@ def agent_status(
         else:
             if work.waiting_for:
                 work_status["waitingFor"] = _ref(work.waiting_for)
-            work_status["since"] = waiting_since
+            if waiting_since:
+                work_status["since"] = waiting_since
 
     waiting = work.state is WorkState.WAITING and not errors
     if errors:

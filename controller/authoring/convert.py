@@ -1,0 +1,91 @@
+"""``render`` and ``export``: KDL agents to AgentSpec manifests and back.
+
+Both take every input first and print nothing unless all of it is valid: the result is returned
+whole, or an :class:`AuthoringError` lists every problem with its file, line and column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from controller.authoring.errors import AuthoringError, Pos, Problems
+from controller.authoring.kdl import read_agents, to_kdl
+from controller.authoring.manifests import AGENT_KIND, agent_manifest, check_agent
+from controller.authoring.yamlpos import Located, load
+from controller.domain.models import AgentSpecSpec
+
+Source = tuple[str, str]
+"""(file name as shown in diagnostics, text)"""
+
+
+def _checked(
+    docs: Iterable[Located], problems: Problems
+) -> list[tuple[dict[str, Any], AgentSpecSpec]]:
+    """Check each manifest, and that no two define the same agent (namespace and name)."""
+    out: list[tuple[dict[str, Any], AgentSpecSpec]] = []
+    first: dict[tuple[str, str], tuple[str, Pos]] = {}
+    for doc in docs:
+        checked = check_agent(doc, problems)
+        if checked is None:
+            continue
+        metadata, spec = checked
+        key = (metadata.get("namespace", ""), metadata["name"])
+        if key in first:
+            file, pos = first[key]
+            problems.add(
+                doc.file,
+                doc.at("metadata", "name"),
+                f'agent "{metadata["name"]}" is defined twice (the first is at {file}:{pos}): '
+                "expected one definition per agent and namespace",
+            )
+            continue
+        first[key] = (doc.file, doc.at("metadata", "name"))
+        out.append((metadata, spec))
+    return out
+
+
+def render(sources: Iterable[Source]) -> list[dict[str, Any]]:
+    """The AgentSpec manifests of every ``agent`` in the KDL sources, in source order."""
+    problems = Problems()
+    docs: list[Located] = []
+    for file, text in sources:
+        try:
+            docs.extend(read_agents(text, file, problems))
+        except AuthoringError as exc:
+            problems.extend(exc.diagnostics)
+    agents = _checked(docs, problems)
+    problems.raise_if_any()
+    return [agent_manifest(metadata, spec) for metadata, spec in agents]
+
+
+def agent_documents(text: str, file: str) -> list[Located]:
+    """The AgentSpec objects in a YAML or JSON stream; a ``List``'s items count one by one."""
+    out: list[Located] = []
+    for doc in load(text, file):
+        data = doc.data
+        if isinstance(data, dict) and data.get("kind") in ("List", f"{AGENT_KIND}List"):
+            items = data.get("items")
+            if isinstance(items, list):
+                out.extend(doc.sub("items", i) for i in range(len(items)))
+                continue
+        out.append(doc)
+    return out
+
+
+def export(sources: Iterable[Source]) -> str:
+    """KDL for every AgentSpec manifest in the YAML/JSON sources (``render --reverse``).
+
+    Server-set metadata and ``status`` are ignored, so ``kubectl get agentspecs -o yaml`` can be
+    exported as well as a file of rendered manifests.
+    """
+    problems = Problems()
+    docs: list[Located] = []
+    for file, text in sources:
+        try:
+            docs.extend(agent_documents(text, file))
+        except AuthoringError as exc:
+            problems.extend(exc.diagnostics)
+    agents = _checked(docs, problems)
+    problems.raise_if_any()
+    return "\n".join(to_kdl(metadata, spec) for metadata, spec in agents)

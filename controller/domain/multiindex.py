@@ -1,0 +1,57 @@
+"""A dict of sets, the building block of every reverse index the registry keeps."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Set
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V", bound=Hashable)
+
+
+class MultiIndex(Generic[K, V]):
+    """Maps a key to the set of values filed under it.
+
+    Most keys in the registry's indexes hold exactly one value (the Resource with a URI, the
+    agent linking a Resource), and a one-element set costs some 200 bytes, so a lone value is
+    stored bare and becomes a set only when a second one arrives. Values are hashable, so a
+    stored ``set`` can only be the container. A key is dropped as soon as it holds nothing: an
+    index's size follows the live objects, not their history.
+    """
+
+    __slots__ = ("_values",)
+
+    def __init__(self) -> None:
+        self._values: dict[K, V | set[V]] = {}
+
+    def add(self, key: K, value: V) -> None:
+        if key not in self._values:
+            self._values[key] = value
+            return
+        stored = self._values[key]
+        if isinstance(stored, set):
+            stored.add(value)
+        elif stored != value:
+            self._values[key] = {stored, value}
+
+    def discard(self, key: K, value: V) -> None:
+        if key not in self._values:
+            return
+        stored = self._values[key]
+        if not isinstance(stored, set):
+            if stored == value:
+                del self._values[key]
+            return
+        stored.discard(value)
+        if len(stored) == 1:
+            self._values[key] = stored.pop()
+
+    def get(self, key: K) -> Set[V]:
+        """The values under ``key`` (possibly a live view: copy it before changing the index)."""
+        if key not in self._values:
+            return frozenset()
+        stored = self._values[key]
+        return stored if isinstance(stored, set) else frozenset((stored,))
+
+    def count(self, key: K) -> int:
+        return len(self.get(key))

@@ -1,0 +1,569 @@
+"""Binding resolution: one agent's direct bindings and tool slots, one Tool's static slots, and
+one Resource's own validity.
+
+Everything here is a pure function of the objects it is given and of a read-only
+:class:`RegistryView`; the registry owns the indexes that make the view's look-ups cheap and
+decides when a result must be recomputed.
+
+Messages follow one shape so that a user reading ``status`` can act on any of them:
+``<who>: <what is wrong>. Candidates: <each one considered and why it lost>. Fix: <what to do>.``
+Error messages name the agent, tool and slot; notes on healthy slots (``Deferred``) name nothing
+the slot result does not already carry, so identical slots can share one result.
+
+A slot's ``candidates`` are the resources its choice was made among: for a contextual slot, the
+type-compatible linked resources (each with why it was or was not chosen), or, when none is
+compatible, every linked resource with why its type does not fit; for a static or parameter slot,
+the one resource its setting names.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import NamedTuple, Protocol
+
+from controller.domain.models import (
+    AgentObject,
+    BindingMode,
+    DirectBinding,
+    ResourceObject,
+    ResourceSlot,
+    ToolObject,
+    ToolUse,
+)
+from controller.domain.results import (
+    AgentResolution,
+    BindingState,
+    BoundResource,
+    Candidate,
+    DirectResult,
+    SlotResult,
+    ToolValidation,
+)
+from controller.domain.types import TypeGraph
+
+_MODES = {mode.value: mode for mode in BindingMode}
+
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*(?=:)")
+"""An RFC 3986 scheme at the start of a URI; matched as written (schemes are not case-folded)."""
+
+
+class RegistryView(Protocol):
+    """The look-ups resolution needs (the registry provides them, from its indexes)."""
+
+    @property
+    def types(self) -> TypeGraph: ...
+
+    def resource(self, key: str) -> ResourceObject | None: ...
+
+    def resource_by_uid(self, uid: str) -> ResourceObject | None: ...
+
+    def resources_with_uri(self, namespace: str, uri: str) -> list[ResourceObject]: ...
+
+    def bound_resource(self, resource: ResourceObject) -> BoundResource:
+        """``resource`` as a binding reports it (see :func:`bound_resource`), possibly cached."""
+        ...
+
+    def tool(self, key: str) -> ToolObject | None: ...
+
+    def validate_tool(self, tool_key: str) -> ToolValidation:
+        """What :func:`validate_tool_slots` says of the Tool, possibly cached."""
+        ...
+
+    def selected_resources(self, agent_key: str) -> list[ResourceObject]: ...
+
+
+def bound_resource(resource: ResourceObject) -> BoundResource:
+    """A registered Resource as bindings report it."""
+    meta, spec = resource.meta, resource.spec
+    return BoundResource(
+        uri=spec.uri,
+        type=spec.type,
+        alias=spec.alias or "",
+        name=meta.name,
+        namespace=meta.namespace,
+        uid=meta.uid,
+    )
+
+
+def static_resource_key(tool_namespace: str, ref: str) -> str:
+    """The Resource key a ``staticResource`` names: ``name`` is in the Tool's own namespace."""
+    return ref if "/" in ref else f"{tool_namespace}/{ref}"
+
+
+def _message(
+    subject: str, problem: str, fix: str, candidates: Sequence[Candidate] | None = None
+) -> str:
+    """``<subject>: <problem>. [Candidates: ... .] Fix: <fix>.`` (candidates only for slots)."""
+    if candidates is None:
+        return f"{subject}: {problem}. Fix: {fix}."
+    considered = "; ".join(f"{c.uri!r}: {c.reason}" for c in candidates) or "none"
+    return f"{subject}: {problem}. Candidates: {considered}. Fix: {fix}."
+
+
+def _type_fix(types: TypeGraph, type_name: str, otherwise: str) -> str:
+    """The fix for a type mismatch: create the type when it is missing, else ``otherwise``."""
+    if type_name in types:
+        return otherwise
+    return f"create a ResourceType named {type_name!r}, or {otherwise}"
+
+
+# --------------------------------------------------------------------------------------------
+# Linked resources: what a slot can be bound to
+
+
+@dataclass(slots=True)
+class _Linked:
+    """A resource a slot may be bound to, with the names a slot name is matched against.
+
+    Internal and never changed after creation (not frozen only because frozen dataclasses are
+    several times slower to create, and resolution creates many).
+    """
+
+    resource: BoundResource
+    names: tuple[tuple[str, str], ...]
+    """``(what, value)`` pairs, e.g. ``("alias", "repo")``, in the order they are tried."""
+    stands_for: frozenset[str]
+    """The slot types it can fill (see :meth:`TypeGraph.stands_for`); empty when in error."""
+    problem: str = ""
+    """Why it can fill no slot at all (its direct binding is in error); empty if it can."""
+
+    def candidate(self, reason: str) -> Candidate:
+        r = self.resource
+        return Candidate(uri=r.uri, type=r.type, alias=r.alias, reason=reason)
+
+    def name_matching(self, slot_name: str) -> str:
+        """Which of its names equals ``slot_name`` (e.g. ``"alias"``), or "" if none does."""
+        return next((what for what, value in self.names if value == slot_name), "")
+
+    def names_text(self) -> str:
+        return " and ".join(f"{what} {value!r}" for what, value in self.names)
+
+    def sort_key(self) -> tuple[str, str, str, str]:
+        r = self.resource
+        return (r.uri, r.alias, r.namespace, r.name)
+
+
+def _registered(resource: ResourceObject, view: RegistryView) -> _Linked:
+    """A registered Resource as a slot sees it: matched by its alias, then its name."""
+    alias, name = resource.spec.alias, resource.meta.name
+    names = (("alias", alias), ("name", name)) if alias else (("name", name),)
+    return _Linked(view.bound_resource(resource), names, view.types.stands_for(resource.spec.type))
+
+
+# --------------------------------------------------------------------------------------------
+# Slots
+
+
+class _Context(Protocol):
+    """Where a slot is resolved: the type graph, and the set of types whose ancestors the
+    messages print (see :class:`Resolved`)."""
+
+    types: TypeGraph
+    printed: set[str]
+
+
+@dataclass(slots=True)
+class _SlotCall:
+    """One slot being resolved, and who its messages are about."""
+
+    tool: str
+    slot: ResourceSlot
+    who: str
+    """The agent and tool (or the Tool alone) the slot's messages are about."""
+    context: _Context
+
+    @property
+    def types(self) -> TypeGraph:
+        return self.context.types
+
+    @property
+    def subject(self) -> str:
+        return f"{self.who}, slot {self.slot.name!r}"
+
+    def result(
+        self,
+        state: BindingState,
+        *,
+        resource: BoundResource | None = None,
+        candidates: Sequence[Candidate] = (),
+        message: str = "",
+    ) -> SlotResult:
+        return _slot_result(
+            self.tool, self.slot, state, resource=resource, candidates=candidates, message=message
+        )
+
+    def error(self, problem: str, fix: str, candidates: Sequence[Candidate] = ()) -> SlotResult:
+        message = _message(self.subject, problem, fix, candidates)
+        return self.result(BindingState.ERROR, candidates=candidates, message=message)
+
+    def rejection(self, linked: _Linked) -> str:
+        """Why ``linked`` cannot fill this slot ("" if it can), noting the ancestors printed."""
+        if linked.problem:
+            return linked.problem
+        reason = self.types.incompatibility(linked.resource.type, self.slot.resource_type)
+        if reason:
+            self.context.printed.add(linked.resource.type)
+        return reason
+
+    def bind(self, linked: _Linked, named_by: str, fix: str) -> SlotResult:
+        """Bind to the one resource the slot's own setting names, if its type is compatible."""
+        reason = self.rejection(linked)
+        if reason:
+            return self.error(
+                f"{named_by} names a resource that cannot fill it",
+                _type_fix(self.types, linked.resource.type, fix),
+                [linked.candidate(reason)],
+            )
+        chosen = linked.candidate(f"selected: named by {named_by}")
+        return self.result(BindingState.BOUND, resource=linked.resource, candidates=[chosen])
+
+
+def _slot_result(
+    tool: str,
+    slot: ResourceSlot,
+    state: BindingState,
+    *,
+    resource: BoundResource | None = None,
+    candidates: Sequence[Candidate] = (),
+    message: str = "",
+) -> SlotResult:
+    return SlotResult(
+        tool=tool,
+        slot=slot.name,
+        mode=_MODES[slot.binding],
+        access=slot.access,
+        resource_type=slot.resource_type,
+        required=slot.required,
+        state=state,
+        resource=resource,
+        message=message,
+        candidates=list(candidates),
+    )
+
+
+@lru_cache(maxsize=4096)
+def _deferred(tool: str, slot: ResourceSlot) -> SlotResult:
+    """A parameter slot with no value yet: the same for every agent, so built once."""
+    message = "no value in spec.tools[].params, so it is resolved when the tool is invoked"
+    return _slot_result(tool, slot, BindingState.DEFERRED, message=message)
+
+
+def _unknown_slot_type(call: _SlotCall) -> SlotResult | None:
+    """The error for a slot asking for an unregistered type: no resource can ever fill it."""
+    wanted = call.slot.resource_type
+    if wanted in call.types:
+        return None
+    return call.error(
+        f"its resourceType {wanted!r} is not a registered ResourceType",
+        f"create a ResourceType named {wanted!r}, or change the slot's resourceType",
+    )
+
+
+def _checked_static(call: _SlotCall, tool_namespace: str, view: RegistryView) -> SlotResult:
+    return _unknown_slot_type(call) or _static(call, tool_namespace, view)
+
+
+def _static(call: _SlotCall, tool_namespace: str, view: RegistryView) -> SlotResult:
+    ref = call.slot.static_resource
+    if not ref:
+        return call.error(
+            "it is static but has no staticResource",
+            "set staticResource to a Resource's name or namespace/name",
+        )
+    key = static_resource_key(tool_namespace, ref)
+    resource = view.resource(key)
+    if resource is None:
+        return call.error(
+            f"its staticResource {ref!r} names Resource {key}, which does not exist",
+            "create that Resource, or point staticResource at an existing one",
+        )
+    fix = (
+        f"point staticResource at a Resource of type {call.slot.resource_type!r} "
+        "(or a subtype), or change the slot's resourceType"
+    )
+    return call.bind(_registered(resource, view), f"its staticResource {ref!r}", fix)
+
+
+@dataclass(frozen=True, slots=True)
+class _Choice:
+    """The outcome of choosing among several type-compatible resources."""
+
+    chosen: int | None
+    """Index of the chosen resource; ``None`` when the slot name does not single one out."""
+    verdicts: list[str]
+    """Why each resource was or was not chosen, in the order given."""
+    problem: str = ""
+    fix: str = ""
+
+
+_ONLY = _Choice(0, ["selected: the only compatible linked resource"])
+
+
+def _choose(compatible: Sequence[_Linked], slot_name: str) -> _Choice:
+    """The only compatible resource, else the one whose alias (or short name) is the slot name."""
+    if len(compatible) == 1:
+        return _ONLY
+    matching = [linked.name_matching(slot_name) for linked in compatible]
+    named = [i for i, what in enumerate(matching) if what]
+    verdicts = [
+        f"{linked.names_text()} also matches the slot name"
+        if what
+        else f"{linked.names_text()} != slot name {slot_name!r}"
+        for linked, what in zip(compatible, matching, strict=True)
+    ]
+    if len(named) == 1:
+        verdicts[named[0]] = f"selected: its {matching[named[0]]} equals the slot name"
+        return _Choice(named[0], verdicts)
+    if named:
+        return _Choice(
+            None,
+            verdicts,
+            f"{len(named)} compatible linked resources are named {slot_name!r}",
+            f"keep the alias or name {slot_name!r} on only one of them",
+        )
+    return _Choice(
+        None,
+        verdicts,
+        f"{len(compatible)} linked resources are compatible and none is named {slot_name!r}",
+        f"give the one to use the alias {slot_name!r} (or name its direct binding "
+        f"{slot_name!r}), or select fewer resources",
+    )
+
+
+def _contextual(call: _SlotCall, linked: Sequence[_Linked]) -> SlotResult:
+    wanted = call.slot.resource_type
+    compatible = [item for item in linked if wanted in item.stands_for]
+    if compatible:
+        choice = _choose(compatible, call.slot.name)
+        candidates = [
+            item.candidate(verdict)
+            for item, verdict in zip(compatible, choice.verdicts, strict=True)
+        ]
+        if choice.chosen is None:
+            return call.error(choice.problem, choice.fix, candidates)
+        chosen = compatible[choice.chosen].resource
+        return call.result(BindingState.BOUND, resource=chosen, candidates=candidates)
+    candidates = [item.candidate(call.rejection(item)) for item in linked]
+    problem = f"no linked resource is compatible with {wanted!r}"
+    fix = (
+        f"link a Resource of type {wanted!r} (or a subtype) through spec.resources or "
+        "spec.resourceSelector"
+    )
+    if call.slot.required:
+        return call.error(
+            problem, f"{fix}, or make the slot optional (required: false)", candidates
+        )
+    message = _message(call.subject, f"optional, and {problem}", fix, candidates)
+    return call.result(BindingState.UNBOUND, candidates=candidates, message=message)
+
+
+# --------------------------------------------------------------------------------------------
+# One agent
+
+
+class Resolved(NamedTuple):
+    """An agent's resolution, and what its text depends on beyond its outcome."""
+
+    resolution: AgentResolution
+    printed_ancestors_of: frozenset[str]
+    """Types whose ancestor lists its messages print: a change to one of those lists changes
+    the resolution even when no binding changes, and the registry must know to recompute it."""
+
+
+class _AgentResolver:
+    """Resolves one agent: its direct bindings first, since its contextual slots draw on them."""
+
+    def __init__(self, agent: AgentObject, view: RegistryView) -> None:
+        self.agent = agent
+        self.key = agent.meta.key
+        self.namespace = agent.meta.namespace
+        self.view = view
+        self.types = view.types
+        self.printed: set[str] = set()
+        self.direct = [(binding, *self._direct(binding)) for binding in agent.spec.resources]
+        direct_uris = {binding.uri for binding in agent.spec.resources}
+        selected = [
+            _registered(r, view)
+            for r in view.selected_resources(self.key)
+            if r.spec.uri not in direct_uris
+        ]
+        self.linked = sorted(
+            [linked for _, _, linked in self.direct] + selected, key=_Linked.sort_key
+        )
+
+    def resolve(self) -> Resolved:
+        slots: list[SlotResult] = []
+        missing: list[str] = []
+        for use in self.agent.spec.tools:
+            key = f"{self.namespace}/{use.name}"
+            tool = self.view.tool(key)
+            if tool is None:
+                if use.name not in missing:
+                    missing.append(use.name)
+                continue
+            validated = iter(self.view.validate_tool(key).static_slots)
+            slots += [self._slot(use, slot, validated) for slot in tool.spec.resource_slots]
+        resolution = AgentResolution(
+            agent=self.key,
+            direct=[result for _, result, _ in self.direct],
+            slots=slots,
+            missing_tools=missing,
+        )
+        return Resolved(resolution, frozenset(self.printed))
+
+    # -- direct bindings -----------------------------------------------------------------------
+
+    def _direct(self, binding: DirectBinding) -> tuple[DirectResult, _Linked]:
+        names = (("binding name", binding.name),)
+        as_tagged = BoundResource(uri=binding.uri, type=binding.tag, alias=binding.name)
+        outcome = self._merge(binding, as_tagged)
+        fields = {"name": binding.name, "tag": binding.tag, "uri": binding.uri}
+        if isinstance(outcome, BoundResource):
+            result = DirectResult(**fields, state=BindingState.BOUND, resource=outcome)
+            return result, _Linked(outcome, names, self.types.stands_for(outcome.type))
+        subject = f"agent {self.key}, direct binding {binding.name!r}"
+        message = _message(subject, *outcome)
+        result = DirectResult(**fields, state=BindingState.ERROR, message=message)
+        problem = f"its direct binding {binding.name!r} is in error"
+        return result, _Linked(as_tagged, names, frozenset(), problem)
+
+    def _merge(
+        self, binding: DirectBinding, as_tagged: BoundResource
+    ) -> BoundResource | tuple[str, str]:
+        """The resource a direct binding stands for: the registered Resource with its URI, if any.
+
+        Returns what is wrong with the binding and how to fix it instead, when it cannot be bound.
+        """
+        types = self.types
+        if binding.tag not in types:
+            return (
+                f"its tag {binding.tag!r} is not a registered ResourceType",
+                f"create a ResourceType named {binding.tag!r}, or change the tag",
+            )
+        registered = self.view.resources_with_uri(self.namespace, binding.uri)
+        if not registered:
+            return as_tagged
+        if len(registered) > 1:
+            keys = ", ".join(r.meta.key for r in registered)
+            return (
+                f"its URI {binding.uri!r} is registered by {len(registered)} Resources ({keys}), "
+                "so which one it is is ambiguous",
+                "delete all but one of those Resources",
+            )
+        resource = registered[0]
+        reason = types.incompatibility(resource.spec.type, binding.tag)
+        if reason:
+            self.printed.add(resource.spec.type)
+            return (
+                f"its URI {binding.uri!r} is Resource {resource.meta.key}, and its {reason}",
+                _type_fix(types, resource.spec.type, "change the tag or the Resource's type"),
+            )
+        return self.view.bound_resource(resource).model_copy(update={"alias": binding.name})
+
+    # -- tool slots ----------------------------------------------------------------------------
+
+    def _slot(
+        self, use: ToolUse, slot: ResourceSlot, validated: Iterator[SlotResult]
+    ) -> SlotResult:
+        call = _SlotCall(use.name, slot, f"agent {self.key}, tool {use.name!r}", self)
+        if slot.binding == "static":
+            # The Tool's own check is every agent's answer, except that errors name the agent.
+            shared = next(validated)
+            if shared.state is not BindingState.ERROR:
+                return shared
+            return _checked_static(call, self.namespace, self.view)
+        unknown = _unknown_slot_type(call)
+        if unknown is not None:
+            return unknown
+        if slot.binding == "parameter":
+            value = use.params.get(slot.name)
+            return _deferred(use.name, slot) if value is None else self._parameter(call, value)
+        return _contextual(call, self.linked)
+
+    def _parameter(self, call: _SlotCall, value: str) -> SlotResult:
+        found, how = self._lookup(value)
+        if not found:
+            return call.error(
+                f"its parameter value {value!r} names no resource: it is not the name of a "
+                f"Resource in namespace {self.namespace!r}, a namespace/name, a uid, or the URI "
+                "of a Resource in the namespace or of a direct binding",
+                "set the parameter to one of those",
+            )
+        if len(found) > 1:
+            return call.error(
+                f"its parameter value {value!r} is the URI of {len(found)} resources",
+                "keep one Resource per URI, or name the Resource by namespace/name",
+                [item.candidate(f"another resource also has URI {value!r}") for item in found],
+            )
+        fix = (
+            f"set the parameter to a resource of type {call.slot.resource_type!r} "
+            "(or a subtype), or change the slot's resourceType"
+        )
+        return call.bind(found[0], f"its parameter value {value!r} (by {how})", fix)
+
+    def _lookup(self, value: str) -> tuple[list[_Linked], str]:
+        """What a parameter value names, by the first rule that finds anything.
+
+        Rules in order: a Resource name in the agent's namespace, ``namespace/name``, a uid, then
+        a URI among the namespace's Resources and, failing those, the agent's direct bindings.
+        """
+        view = self.view
+        by_name = view.resource(f"{self.namespace}/{value}")
+        if by_name is not None:
+            return [_registered(by_name, view)], "name"
+        by_key = view.resource(value)
+        if by_key is not None:
+            return [_registered(by_key, view)], "namespace/name"
+        by_uid = view.resource_by_uid(value)
+        if by_uid is not None:
+            return [_registered(by_uid, view)], "uid"
+        by_uri = [_registered(r, view) for r in view.resources_with_uri(self.namespace, value)]
+        return by_uri or [linked for b, _, linked in self.direct if b.uri == value], "URI"
+
+
+def resolve_agent(agent: AgentObject, view: RegistryView) -> Resolved:
+    """Every direct binding and every tool slot of ``agent``, in spec order."""
+    return _AgentResolver(agent, view).resolve()
+
+
+@dataclass(slots=True)
+class _ToolContext:
+    types: TypeGraph
+    printed: set[str]
+
+
+def validate_tool_slots(tool: ToolObject, view: RegistryView) -> ToolValidation:
+    """A Tool's static slots checked on their own, as at registration time."""
+    key, namespace = tool.meta.key, tool.meta.namespace
+    context = _ToolContext(view.types, set())
+    results = [
+        _checked_static(_SlotCall(tool.meta.name, slot, f"tool {key}", context), namespace, view)
+        for slot in tool.spec.resource_slots
+        if slot.binding == "static"
+    ]
+    return ToolValidation(tool=key, static_slots=results)
+
+
+def resource_errors(resource: ResourceObject, types: TypeGraph) -> list[str]:
+    """What is wrong with a Resource on its own: an unknown type, or a URI scheme it refuses."""
+    subject, spec = f"Resource {resource.meta.key}", resource.spec
+    rtype = types.get(spec.type)
+    if rtype is None:
+        fix = f"create a ResourceType named {spec.type!r}, or change spec.type"
+        return [_message(subject, f"its type {spec.type!r} is not a registered ResourceType", fix)]
+    allowed = rtype.spec.uri_schemes
+    scheme = _SCHEME.match(spec.uri)
+    if not allowed or (scheme is not None and scheme.group() in allowed):
+        return []
+    has = f"scheme {scheme.group()!r}" if scheme else "no scheme"
+    return [
+        _message(
+            subject,
+            f"its URI {spec.uri!r} has {has}, but ResourceType {spec.type!r} accepts only "
+            + ", ".join(repr(s) for s in allowed),
+            "use a URI with one of those schemes, or change spec.type",
+        )
+    ]
