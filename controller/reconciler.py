@@ -92,6 +92,14 @@ def _newer_or_equal(incoming: dict[str, Any], cached: dict[str, Any] | None) -> 
         return True
 
 
+def _trim(body: dict[str, Any]) -> dict[str, Any]:
+    """The body without ``managedFields``, which the controller never reads (memory)."""
+    md = body.get("metadata")
+    if not md or "managedFields" not in md:
+        return body
+    return {**body, "metadata": {k: v for k, v in md.items() if k != "managedFields"}}
+
+
 def _parse_error(exc: ValidationError) -> str:
     return "; ".join(
         f"spec.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
@@ -127,6 +135,8 @@ class Observed:
     deployments: dict[str, dict[str, Any]] = field(default_factory=dict)
     holds: dict[tuple[str, str], Hold] = field(default_factory=dict)
     """(namespace, uri) -> hold."""
+    holds_of: MultiIndex[str, tuple[str, str]] = field(default_factory=MultiIndex)
+    """holder uid -> the (namespace, uri) of each hold it has."""
     hold_bodies: dict[str, dict[str, Any]] = field(default_factory=dict)
     """namespace/lease-name -> Lease body."""
     wanted: MultiIndex[tuple[str, str], str] = field(default_factory=MultiIndex)
@@ -155,6 +165,7 @@ class Controller:
         self.session_service_account = session_service_account
         self._tasks: list[asyncio.Task[None]] = []
         self._states: dict[str, str] = {}
+        self._binding_counts: dict[str, dict[str, int]] = {}
 
     # ================================================================== intake (watch events)
 
@@ -162,11 +173,14 @@ class Controller:
         """A custom resource was listed, added, modified or deleted."""
         if self._buried(body, deleted):
             return
+        body = _trim(body)
         key = _key(body)
         cache = self.observed.bodies[kind]
         if deleted:
             cache.pop(key, None)
             self.observed.parse_errors.pop((kind, key), None)
+            if kind == "agent":
+                self._count(key, None, {})
             self._enqueue(self._forget(kind, key))
             return
         if not _newer_or_equal(body, cache.get(key)):
@@ -234,6 +248,7 @@ class Controller:
         """A ConfigMap, Deployment or Lease labelled as ours changed."""
         if self._buried(body, deleted):
             return
+        body = _trim(body)
         key = _key(body)
         ns = _split(key)[0]
         if kind is LEASES:
@@ -258,18 +273,26 @@ class Controller:
         hold = _hold_from(body)
         if deleted:
             self.observed.hold_bodies.pop(key, None)
-            current = self.observed.holds.get((ns, hold.uri)) if hold else None
-            if hold and current is not None and current.uid == hold.uid:
-                del self.observed.holds[(ns, hold.uri)]
         else:
             self.observed.hold_bodies[key] = body
-            if hold:
-                self.observed.holds[(ns, hold.uri)] = hold
+        if hold is not None:
+            self._file_hold(ns, hold, present=not deleted)
         if hold:
             self.queue.add(("agent", hold.holder))
             self._enqueue_claimants(ns, hold.uri)
             for res in self.registry.resources_with_uri(ns, hold.uri):
                 self.queue.add(("resource", res.meta.key))
+
+    def _file_hold(self, ns: str, hold: Hold, *, present: bool) -> None:
+        """Record (or forget) a hold under its URI and under its holder's uid."""
+        slot = (ns, hold.uri)
+        current = self.observed.holds.get(slot)
+        if current is not None and (present or current.uid == hold.uid):
+            del self.observed.holds[slot]
+            self.observed.holds_of.discard(current.holder_uid, slot)
+        if present:
+            self.observed.holds[slot] = hold
+            self.observed.holds_of.add(hold.holder_uid, slot)
 
     def _buried(self, body: dict[str, Any], deleted: bool) -> bool:
         """Whether ``body`` belongs to an object already seen deleted (a late, stale event).
@@ -531,18 +554,16 @@ class Controller:
         changed = await self._write_status("agent", key, body, new)
         if changed:
             await self._agent_events(body, old, new, launched_now)
-        self._count_state(key, new.get("state"))
+        self._count(key, new.get("state"), status.binding_counts(resolution))
         return changed or writes
 
     # ------------------------------------------------------------------ work holds
 
     def _own_holds(self, agent: AgentObject) -> list[Hold]:
-        ns = agent.meta.namespace
-        return [
-            h
-            for (hns, _), h in self.observed.holds.items()
-            if hns == ns and h.holder_uid == agent.meta.uid
-        ]
+        return self._holds_of(agent.meta.uid)
+
+    def _holds_of(self, uid: str) -> list[Hold]:
+        return [self.observed.holds[slot] for slot in sorted(self.observed.holds_of.get(uid))]
 
     async def _plan_work(
         self, agent: AgentObject, resolution: AgentResolution, old: dict[str, Any]
@@ -654,9 +675,7 @@ class Controller:
             return
         ns = md.get("namespace", "")
         uid = md.get("uid", "")
-        holds = [
-            h for (hns, _), h in self.observed.holds.items() if hns == ns and h.holder_uid == uid
-        ]
+        holds = self._holds_of(uid)
         cm_key = f"{ns}/{builders.bindings_config_map_name(md['name'])}"
         cm = self.observed.config_maps.get(cm_key)
         if holds and cm is not None:
@@ -800,14 +819,20 @@ class Controller:
         elif before in (None, status.ERROR_STATE):
             await self._event(body, "AgentSpec", "Bound", message)
 
-    def _count_state(self, key: str, state: str | None) -> None:
-        """Keep the agents-by-state gauge current without scanning every agent."""
-        before = self._states.pop(key, None)
-        if before is not None:
-            metrics.AGENTS_BY_STATE.labels(before).dec()
+    def _count(self, key: str, state: str | None, bindings: dict[str, int]) -> None:
+        """Keep the by-state gauges current by difference, without scanning every agent."""
+        before_state = self._states.pop(key, None)
+        if before_state is not None:
+            metrics.AGENTS_BY_STATE.labels(before_state).dec()
+        for binding_state, n in self._binding_counts.pop(key, {}).items():
+            metrics.BINDINGS_BY_STATE.labels(binding_state).dec(n)
         if state:
             self._states[key] = state
             metrics.AGENTS_BY_STATE.labels(state).inc()
+        if bindings:
+            self._binding_counts[key] = bindings
+            for binding_state, n in bindings.items():
+                metrics.BINDINGS_BY_STATE.labels(binding_state).inc(n)
 
 
 # ====================================================================== helpers

@@ -116,6 +116,14 @@ def _bindings(resolution: AgentResolution) -> list[dict[str, Any]]:
     return rows
 
 
+def binding_counts(resolution: AgentResolution) -> dict[str, int]:
+    """How many of an agent's bindings (direct and slots) are in each state."""
+    counts: dict[str, int] = {}
+    for state in [d.state for d in resolution.direct] + [s.state for s in resolution.slots]:
+        counts[state.value] = counts.get(state.value, 0) + 1
+    return counts
+
+
 @dataclass(frozen=True)
 class SessionView:
     """What the reconciler observed about the agent's session workload after this pass."""
@@ -140,9 +148,7 @@ def agent_status(
     """The whole ``status`` of an AgentSpec for this pass."""
     errors = resolution.errors
     state = ERROR_STATE if errors else work.state.value
-    counts: dict[str, int] = {}
-    for state_ in [d.state for d in resolution.direct] + [s.state for s in resolution.slots]:
-        counts[state_.value] = counts.get(state_.value, 0) + 1
+    counts = binding_counts(resolution)
 
     work_status: dict[str, Any] = {}
     if work.uri:

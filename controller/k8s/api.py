@@ -131,7 +131,12 @@ class KubeApi:
         data = json.loads(raw) if raw else {}
         if not 200 <= response.status < 300:
             raise ApiError(response.status, method, path, data if isinstance(data, dict) else {})
-        return data if isinstance(data, dict) else {}
+        if not isinstance(data, dict):
+            return {}
+        # The controller never reads managedFields; dropping them keeps its caches small.
+        for item in [data, *(data.get("items") or [])]:
+            (item.get("metadata") or {}).pop("managedFields", None)
+        return data
 
     async def request(
         self,
