@@ -50,7 +50,7 @@ WATCHED: tuple[tuple[ItemKind, api.Kind], ...] = (
     ("tool", api.TOOLS),
     ("agent", api.AGENTS),
 )
-OWNED: tuple[api.Kind, ...] = (api.CONFIG_MAPS, api.DEPLOYMENTS, api.LEASES)
+OWNED: tuple[api.Kind, ...] = (api.CONFIG_MAPS, api.STATEFUL_SETS, api.LEASES)
 
 
 def register(registry: kopf.OperatorRegistry) -> None:

@@ -43,11 +43,11 @@ from controller.k8s import builders
 from controller.k8s.api import (
     AGENTS,
     CONFIG_MAPS,
-    DEPLOYMENTS,
     EVENTS,
     LEASES,
     RESOURCE_TYPES,
     RESOURCES,
+    STATEFUL_SETS,
     TOOLS,
     ApiError,
     Kind,
@@ -132,7 +132,8 @@ class Observed:
     )
     parse_errors: dict[Item, str] = field(default_factory=dict)
     config_maps: dict[str, dict[str, Any]] = field(default_factory=dict)
-    deployments: dict[str, dict[str, Any]] = field(default_factory=dict)
+    sessions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """namespace/name -> session StatefulSet."""
     holds: dict[tuple[str, str], Hold] = field(default_factory=dict)
     """(namespace, uri) -> hold."""
     holds_of: MultiIndex[str, tuple[str, str]] = field(default_factory=MultiIndex)
@@ -245,7 +246,7 @@ class Controller:
             self.observed.wanted.add((ns, work.uri), key)
 
     def observe_owned(self, kind: Kind, body: dict[str, Any], deleted: bool = False) -> None:
-        """A ConfigMap, Deployment or Lease labelled as ours changed."""
+        """A ConfigMap, StatefulSet or Lease labelled as ours changed."""
         if self._buried(body, deleted):
             return
         body = _trim(body)
@@ -254,7 +255,7 @@ class Controller:
         if kind is LEASES:
             self._observe_hold(key, body, deleted)
             return
-        cache = self.observed.config_maps if kind is CONFIG_MAPS else self.observed.deployments
+        cache = self.observed.config_maps if kind is CONFIG_MAPS else self.observed.sessions
         if deleted:
             cache.pop(key, None)
         elif _rv(body) == _rv(cache.get(key)) or not _newer_or_equal(body, cache.get(key)):
@@ -730,13 +731,13 @@ class Controller:
     ) -> tuple[status.SessionView | None, LaunchAction | None]:
         ns, name = agent.meta.namespace, builders.session_name(agent.meta.name)
         key = f"{ns}/{name}"
-        current = self.observed.deployments.get(key)
+        current = self.observed.sessions.get(key)
         runtime = agent.spec.runtime
         if runtime is None:
             if current is not None:
-                await self.api.delete(DEPLOYMENTS, ns, name)
-                metrics.API_WRITES.labels("deployments", "delete").inc()
-                self.observed.deployments.pop(key, None)
+                await self.api.delete(STATEFUL_SETS, ns, name)
+                metrics.API_WRITES.labels("statefulsets", "delete").inc()
+                self.observed.sessions.pop(key, None)
             return None, None
         read = builders.launched_from(current) if current is not None else None
         launched = Launched(*read) if read else None
@@ -746,7 +747,7 @@ class Controller:
                 plan, launched.generation, launched.trajectory_hash, launched.launched_at
             ), None
         now = status.now_rfc3339()
-        desired = builders.session_deployment(
+        desired = builders.session_workload(
             agent,
             runtime,
             launch_generation=plan.desired_generation,
@@ -755,27 +756,10 @@ class Controller:
             service_account=self.session_service_account,
         )
         if current is None:
-            try:
-                written = await self.api.create(DEPLOYMENTS, desired)
-            except ApiError as exc:
-                if not exc.conflict:
-                    raise
-                found = await self.api.get(DEPLOYMENTS, ns, name)
-                if found is not None:  # adopt it; the next pass decides from what it says
-                    self.observed.deployments[key] = found
-                raise
-            metrics.API_WRITES.labels("deployments", "create").inc()
+            written = await self._create_session(key, desired)
         else:
-            patch = {
-                "metadata": {
-                    "resourceVersion": current["metadata"]["resourceVersion"],
-                    "annotations": desired["metadata"]["annotations"],
-                },
-                "spec": {"template": desired["spec"]["template"]},
-            }
-            written = await self.api.merge_patch(DEPLOYMENTS, ns, name, patch)
-            metrics.API_WRITES.labels("deployments", "patch").inc()
-        self.observed.deployments[key] = written
+            written = await self._relaunch_session(agent, current, desired)
+        self.observed.sessions[key] = written
         log.info(
             "launched session",
             agent=agent.meta.key,
@@ -787,6 +771,46 @@ class Controller:
             status.SessionView(plan, plan.desired_generation, plan.desired_hash, now),
             plan.action,
         )
+
+    async def _create_session(self, key: str, desired: dict[str, Any]) -> dict[str, Any]:
+        try:
+            written = await self.api.create(STATEFUL_SETS, desired)
+        except ApiError as exc:
+            if not exc.conflict:
+                raise
+            ns, name = _split(key)
+            found = await self.api.get(STATEFUL_SETS, ns, name)
+            if found is not None:  # adopt it; the next pass decides from what it says
+                self.observed.sessions[key] = found
+            raise
+        metrics.API_WRITES.labels("statefulsets", "create").inc()
+        return written
+
+    async def _relaunch_session(
+        self, agent: AgentObject, current: dict[str, Any], desired: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Replace the pod template whole, guarded by the resourceVersion we decided from.
+
+        A merge patch would keep fields the new runtime dropped. The StatefulSet's rolling
+        update then deletes the one pod and starts the new one only once the old one is gone.
+        """
+        ns, name = agent.meta.namespace, desired["metadata"]["name"]
+        ops = [
+            {
+                "op": "test",
+                "path": "/metadata/resourceVersion",
+                "value": current["metadata"]["resourceVersion"],
+            },
+            {
+                "op": "add",
+                "path": "/metadata/annotations",
+                "value": desired["metadata"]["annotations"],
+            },
+            {"op": "replace", "path": "/spec/template", "value": desired["spec"]["template"]},
+        ]
+        written = await self.api.json_patch(STATEFUL_SETS, ns, name, ops)
+        metrics.API_WRITES.labels("statefulsets", "patch").inc()
+        return written
 
     # ------------------------------------------------------------------ events and metrics
 

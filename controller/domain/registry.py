@@ -272,7 +272,6 @@ class Registry:
             if changed:
                 readers = self._readers_of(t)
                 agents = readers.agents & self._askers_of(changed).agents
-                agents |= self._printed.printing(t, among=readers.agents)
                 affected |= Affected(agents=frozenset(agents), tools=readers.tools)
         return affected
 
@@ -359,7 +358,7 @@ class Registry:
         tools: set[str] = set()
         for obj in resources:
             meta, uri = obj.meta, obj.spec.uri
-            pass
+            agents |= self._uri_users.get((meta.namespace, uri))
             agents |= self._linked_by.get(meta.key)
             agents |= self._param_users.get(meta.key)
             agents |= self._param_users.get(meta.uid) if meta.uid else _NONE

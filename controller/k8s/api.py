@@ -73,7 +73,7 @@ RESOURCES = Kind(GROUP, VERSION, "resources")
 TOOLS = Kind(GROUP, VERSION, "tools")
 AGENTS = Kind(GROUP, VERSION, "agentspecs")
 CONFIG_MAPS = Kind("", "v1", "configmaps")
-DEPLOYMENTS = Kind("apps", "v1", "deployments")
+STATEFUL_SETS = Kind("apps", "v1", "statefulsets")
 LEASES = Kind("coordination.k8s.io", "v1", "leases")
 EVENTS = Kind("events.k8s.io", "v1", "events")
 

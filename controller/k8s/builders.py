@@ -87,7 +87,7 @@ def work_hold(agent: AgentObject, uri: str) -> dict[str, Any]:
     }
 
 
-def session_deployment(
+def session_workload(
     agent: AgentObject,
     runtime: Runtime,
     *,
@@ -96,10 +96,12 @@ def session_deployment(
     launched_at: str,
     service_account: str = "",
 ) -> dict[str, Any]:
-    """The agent's session: one replica, never two at once (Recreate), bindings as a file.
+    """The agent's session: a StatefulSet of one, so never two session pods at once.
 
-    The pod template carries the runtime and the launch identity only; bindings arrive through
-    the mounted ConfigMap, so changing them never rolls the pod.
+    A StatefulSet does not start a replacement pod until the old one is fully gone (a Deployment
+    would, whenever a pod is deleted or evicted). The pod template carries the runtime and the
+    launch identity only; bindings arrive through the mounted ConfigMap, so changing them never
+    rolls the pod.
     """
     labels = _labels(agent, "session")
     selector = {AGENT_LABEL: agent.meta.name, COMPONENT_LABEL: "session"}
@@ -138,7 +140,7 @@ def session_deployment(
     }
     return {
         "apiVersion": "apps/v1",
-        "kind": "Deployment",
+        "kind": "StatefulSet",
         "metadata": {
             "name": session_name(agent.meta.name),
             "namespace": agent.meta.namespace,
@@ -148,7 +150,8 @@ def session_deployment(
         },
         "spec": {
             "replicas": 1,
-            "strategy": {"type": "Recreate"},
+            "podManagementPolicy": "OrderedReady",
+            "updateStrategy": {"type": "RollingUpdate"},
             "revisionHistoryLimit": 2,
             "selector": {"matchLabels": selector},
             "template": {
@@ -159,9 +162,9 @@ def session_deployment(
     }
 
 
-def launched_from(deployment: dict[str, Any]) -> tuple[int, str, str] | None:
+def launched_from(workload: dict[str, Any]) -> tuple[int, str, str] | None:
     """Read (launch generation, trajectory hash, launched-at) back from a session workload."""
-    template = (deployment.get("spec") or {}).get("template") or {}
+    template = (workload.get("spec") or {}).get("template") or {}
     annotations = (template.get("metadata") or {}).get("annotations") or {}
     raw = annotations.get(LAUNCH_GENERATION_ANNOTATION)
     if raw is None or not raw.isascii() or not raw.isdigit():

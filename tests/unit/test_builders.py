@@ -79,7 +79,7 @@ DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
-def deployment(agent: AgentObject = AGENT, **kw: Any) -> dict[str, Any]:
+def workload(agent: AgentObject = AGENT, **kw: Any) -> dict[str, Any]:
     args: dict[str, Any] = {
         "launch_generation": 3,
         "trajectory_hash": trajectory_hash(RUNTIME),
@@ -87,12 +87,12 @@ def deployment(agent: AgentObject = AGENT, **kw: Any) -> dict[str, Any]:
         "service_account": "bindery-session",
     }
     args.update(kw)
-    return builders.session_deployment(agent, RUNTIME, **args)
+    return builders.session_workload(agent, RUNTIME, **args)
 
 
 def manifests() -> dict[str, dict[str, Any]]:
     return {
-        "session_deployment.json": deployment(),
+        "session_workload.json": workload(),
         "bindings_config_map.json": builders.bindings_config_map(AGENT, RENDERED),
         "work_hold.json": builders.work_hold(AGENT, WORK_URI),
     }
@@ -122,7 +122,7 @@ def test_canonical_is_sorted_indented_and_newline_terminated() -> None:
 
 
 def test_builders_are_deterministic() -> None:
-    assert builders.canonical(deployment()) == builders.canonical(deployment())
+    assert builders.canonical(workload()) == builders.canonical(workload())
     assert manifests() == manifests()
 
 
@@ -150,7 +150,7 @@ def test_owner_reference_and_labels(filename: str) -> None:
 
 def test_component_labels() -> None:
     m = manifests()
-    assert m["session_deployment.json"]["metadata"]["labels"] == {
+    assert m["session_workload.json"]["metadata"]["labels"] == {
         "app.kubernetes.io/managed-by": "bindery",
         "bindery.dev/agent": "coder",
         "app.kubernetes.io/component": "session",
@@ -200,20 +200,22 @@ def test_two_agents_race_for_one_hold_name() -> None:
     assert builders.work_hold(AGENT, WORK_URI + "/")["metadata"]["name"] != a["metadata"]["name"]
 
 
-# ------------------------------------------------------------------------------- Deployment
+# ------------------------------------------------------------------------------- session
 
 
-def test_deployment_is_one_replica_recreate() -> None:
-    d = deployment()
+def test_session_is_a_stateful_set_of_one() -> None:
+    """A StatefulSet never runs a replacement pod before the old one is gone."""
+    d = workload()
     assert d["apiVersion"] == "apps/v1"
-    assert d["kind"] == "Deployment"
+    assert d["kind"] == "StatefulSet"
     assert d["metadata"]["name"] == "coder-session" == builders.session_name("coder")
     assert d["spec"]["replicas"] == 1
-    assert d["spec"]["strategy"] == {"type": "Recreate"}
+    assert d["spec"]["podManagementPolicy"] == "OrderedReady"
+    assert d["spec"]["updateStrategy"] == {"type": "RollingUpdate"}
 
 
 def test_selector_matches_template_labels() -> None:
-    d = deployment()
+    d = workload()
     selector = d["spec"]["selector"]["matchLabels"]
     labels = d["spec"]["template"]["metadata"]["labels"]
     assert selector
@@ -221,7 +223,7 @@ def test_selector_matches_template_labels() -> None:
 
 
 def test_template_carries_launch_identity() -> None:
-    d = deployment()
+    d = workload()
     annotations = d["spec"]["template"]["metadata"]["annotations"]
     assert annotations["bindery.dev/launch-generation"] == "3"
     assert annotations["bindery.dev/trajectory-hash"] == trajectory_hash(RUNTIME)
@@ -230,7 +232,7 @@ def test_template_carries_launch_identity() -> None:
 
 
 def test_template_carries_nothing_derived_from_bindings() -> None:
-    d = deployment()
+    d = workload()
     template = json.dumps(d["spec"]["template"], sort_keys=True)
     assert RENDERED.strip() not in template
     assert json.dumps(RENDERED) not in template  # not even as an escaped string value
@@ -247,11 +249,11 @@ def test_template_is_independent_of_bindings() -> None:
             )
         }
     )
-    assert deployment(rebound)["spec"]["template"] == deployment()["spec"]["template"]
+    assert workload(rebound)["spec"]["template"] == workload()["spec"]["template"]
 
 
 def test_bindings_file_is_mounted_and_announced() -> None:
-    d = deployment()
+    d = workload()
     pod = d["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     env = {e["name"]: e["value"] for e in container["env"]}
@@ -265,7 +267,7 @@ def test_bindings_file_is_mounted_and_announced() -> None:
 
 
 def test_container_runs_the_runtime() -> None:
-    pod = deployment()["spec"]["template"]["spec"]
+    pod = workload()["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     assert container["image"] == RUNTIME.image
     assert container["command"] == ["/bin/agent"]
@@ -281,7 +283,7 @@ def test_container_runs_the_runtime() -> None:
 
 
 def test_minimal_runtime_omits_optional_fields() -> None:
-    d = builders.session_deployment(
+    d = builders.session_workload(
         AGENT, Runtime(image="img"), launch_generation=0, trajectory_hash="sha256:x", launched_at=""
     )
     pod = d["spec"]["template"]["spec"]
@@ -295,25 +297,25 @@ def test_minimal_runtime_omits_optional_fields() -> None:
 # ------------------------------------------------------------------------------- launched_from
 
 
-def test_launched_from_reads_back_what_session_deployment_wrote() -> None:
-    assert builders.launched_from(deployment()) == (3, trajectory_hash(RUNTIME), LAUNCHED_AT)
+def test_launched_from_reads_back_what_session_workload_wrote() -> None:
+    assert builders.launched_from(workload()) == (3, trajectory_hash(RUNTIME), LAUNCHED_AT)
     assert builders.launched_from(
-        deployment(launch_generation=0, trajectory_hash="sha256:abc", launched_at="")
+        workload(launch_generation=0, trajectory_hash="sha256:abc", launched_at="")
     ) == (0, "sha256:abc", "")
 
 
 def test_launched_from_feeds_plan_launch_without_relaunching() -> None:
     """A restarted controller adopts the session as found: no relaunch, no drift."""
-    read = builders.launched_from(deployment())
+    read = builders.launched_from(workload())
     assert read is not None
     plan = plan_launch(RUNTIME, 3, Launched(*read))
     assert plan.action.value == "Keep"
     assert not plan.drift
 
 
-def test_launched_from_ignores_deployment_metadata_annotations() -> None:
+def test_launched_from_ignores_workload_metadata_annotations() -> None:
     """The pod template is what runs; the object's own annotations are not the source."""
-    d = deployment()
+    d = workload()
     d["metadata"]["annotations"]["bindery.dev/launch-generation"] = "99"
     read = builders.launched_from(d)
     assert read is not None
@@ -367,7 +369,7 @@ def test_owned_objects_are_valid_for_any_admitted_agent_name(name: str) -> None:
     agent = long_agent(name)
     for manifest in (
         builders.bindings_config_map(agent, RENDERED),
-        deployment(agent),
+        workload(agent),
         builders.work_hold(agent, WORK_URI),
     ):
         md = manifest["metadata"]
@@ -376,6 +378,6 @@ def test_owned_objects_are_valid_for_any_admitted_agent_name(name: str) -> None:
         for key, value in md["labels"].items():
             assert len(value) <= 63, f"label {key}={value!r} is longer than 63"
             assert LABEL_VALUE.match(value), f"label {key}={value!r}"
-        if manifest["kind"] == "Deployment":
+        if manifest["kind"] == "StatefulSet":
             for value in manifest["spec"]["selector"]["matchLabels"].values():
                 assert len(value) <= 63
