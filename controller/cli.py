@@ -10,6 +10,7 @@ bindery import-tool FILE.yaml     a tool with snake_case resource_slots -> Tool 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -59,14 +60,19 @@ def _cluster_env(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from controller.operator import run
+    from controller.operator import Options, run
 
-    return run(
+    options = Options(
         namespaces=args.namespace,
+        workers=args.workers,
+        leader_election=args.leader_elect,
+        election_namespace=args.leader_election_namespace,
+        election_name=args.leader_election_id,
+    )
+    return run(
+        options=options,
         liveness=args.liveness,
         metrics_port=args.metrics_port,
-        standalone=args.standalone,
-        peering=args.peering,
         log_level=args.log_level,
     )
 
@@ -84,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--namespace",
         action="append",
         default=[],
-        help="watch only this namespace (repeatable; glob patterns allowed); default: all",
+        help="watch only this namespace (repeatable, exact names); default: all namespaces",
     )
     run.add_argument(
         "--liveness",
@@ -94,13 +100,24 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--metrics-port", type=int, default=9090, help="Prometheus metrics port (0 to disable)"
     )
+    run.add_argument("--workers", type=int, default=8, help="concurrent reconciles")
     run.add_argument(
-        "--peering", default="", help="kopf peering object name for several replicas (one active)"
+        "--leader-elect",
+        action="store_true",
+        help="for several replicas: reconcile only while holding a coordination Lease",
+    )
+    run.add_argument(
+        "--leader-election-namespace",
+        default=os.environ.get("POD_NAMESPACE", ""),
+        help="namespace of the leader Lease (default: $POD_NAMESPACE)",
+    )
+    run.add_argument(
+        "--leader-election-id", default="bindery-controller", help="name of the leader Lease"
     )
     run.add_argument(
         "--standalone",
         action="store_true",
-        help="ignore peering; this process is the only active controller",
+        help="run as the only active replica, without leader election (the default)",
     )
     run.add_argument("--log-level", default="INFO")
     run.set_defaults(func=_run)

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
@@ -17,6 +21,7 @@ from prometheus_client import start_http_server
 
 from controller import handlers, logs
 from controller.k8s.api import KubeApi, load_api_client
+from controller.leader import LeaderElector, LeadershipLostError
 from controller.reconciler import Controller
 
 log = structlog.get_logger("bindery.operator")
@@ -37,7 +42,24 @@ async def prime(controller: Controller, namespaces: list[str]) -> None:
                 controller.observe_owned(ref, body)
 
 
-def build_registry(namespaces: list[str], workers: int) -> kopf.OperatorRegistry:
+def _identity() -> str:
+    """Pod (or host) name plus a random suffix: unique even for two processes on one host."""
+    return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+
+
+@dataclass(frozen=True)
+class Options:
+    """How this controller process runs."""
+
+    namespaces: list[str]
+    workers: int = 8
+    leader_election: bool = False
+    election_namespace: str = ""
+    election_name: str = "bindery-controller"
+    identity: str = field(default_factory=_identity)
+
+
+def build_registry(options: Options, stop: asyncio.Event) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
     handlers.register(registry)
     # A private registry gets none of kopf's defaults: log in the way kopf would by default.
@@ -46,26 +68,43 @@ def build_registry(namespaces: list[str], workers: int) -> kopf.OperatorRegistry
     @kopf.on.startup(registry=registry)
     async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
         handlers.configure_watching(settings)
-        kube = KubeApi(load_api_client(), threads=max(4, workers * 2))
+        kube = KubeApi(load_api_client(), threads=max(4, options.workers * 2))
         controller = Controller(
             kube,
-            workers=workers,
-            instance=os.environ.get("POD_NAME", ""),
+            workers=options.workers,
+            instance=options.identity,
             session_service_account=os.environ.get("BINDERY_SESSION_SERVICE_ACCOUNT", ""),
         )
-        await prime(controller, namespaces)
-        controller.start()
-        controller.enqueue_all()
+        await prime(controller, options.namespaces)
         memo.controller = controller
-        log.info(
-            "controller started",
-            workers=workers,
-            namespaces=namespaces or ["*"],
-            agents=len(controller.observed.bodies["agent"]),
+
+        async def lead() -> None:
+            controller.start()
+            controller.enqueue_all()
+            log.info(
+                "controller started",
+                workers=options.workers,
+                namespaces=options.namespaces or ["*"],
+                agents=len(controller.observed.bodies["agent"]),
+            )
+
+        if not options.leader_election:
+            await lead()
+            return
+        elector = LeaderElector(
+            kube,
+            namespace=options.election_namespace,
+            name=options.election_name,
+            identity=options.identity,
         )
+        memo.election = asyncio.create_task(_elect(elector, lead, stop))
+        log.info("waiting to lead", lease=f"{options.election_namespace}/{options.election_name}")
 
     @kopf.on.cleanup(registry=registry)
     async def cleanup(memo: Any, **_: Any) -> None:
+        election: asyncio.Task[None] | None = getattr(memo, "election", None)
+        if election is not None:
+            election.cancel()
         controller: Controller | None = getattr(memo, "controller", None)
         if controller is not None:
             await controller.stop()
@@ -79,29 +118,39 @@ def build_registry(namespaces: list[str], workers: int) -> kopf.OperatorRegistry
     return registry
 
 
-def run(
-    *,
-    namespaces: list[str],
-    liveness: str,
-    metrics_port: int,
-    standalone: bool,
-    peering: str,
-    log_level: str,
-    workers: int = 8,
-) -> int:
+async def _elect(
+    elector: LeaderElector, lead: Callable[[], Awaitable[None]], stop: asyncio.Event
+) -> None:
+    try:
+        await elector.run(lead, stop)
+    except LeadershipLostError as exc:
+        log.exception("lost leadership; stopping", error=str(exc))
+        stop.set()
+
+
+def run(*, options: Options, liveness: str, metrics_port: int, log_level: str) -> int:
     logs.configure(log_level)
+    if options.leader_election and not options.election_namespace:
+        raise SystemExit(
+            "error: --leader-elect needs the lease's namespace: pass "
+            "--leader-election-namespace or set POD_NAMESPACE"
+        )
     if metrics_port:
         start_http_server(metrics_port)
-    registry = build_registry(namespaces, workers)
-    asyncio.run(
-        kopf.operator(
-            registry=registry,
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        await kopf.operator(
+            registry=build_registry(options, stop),
             memo=kopf.Memo(),
-            clusterwide=not namespaces,
-            namespaces=namespaces,
-            standalone=standalone or not peering,
-            peering_name=peering or None,
+            clusterwide=not options.namespaces,
+            namespaces=options.namespaces,
+            standalone=True,  # one active replica is decided by our own Lease, not kopf peering
             liveness_endpoint=liveness or None,
+            stop_flag=stop,
         )
-    )
+        if stop.is_set() and options.leader_election:
+            raise SystemExit(1)
+
+    asyncio.run(main())
     return 0

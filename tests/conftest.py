@@ -121,16 +121,28 @@ class ControllerProcess:
     new one, exactly as a crashed or rescheduled controller pod would be.
     """
 
-    def __init__(self, cluster: Cluster, namespace: str, log_dir: Path) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        namespace: str,
+        log_dir: Path,
+        *,
+        args: tuple[str, ...] = ("--standalone",),
+        ready_line: str = "controller started",
+        name: str = "controller",
+    ) -> None:
         self.cluster = cluster
         self.namespace = namespace
         self.log_dir = log_dir
+        self.args = args
+        self.ready_line = ready_line
+        self.name = name
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
     @property
     def log_path(self) -> Path:
-        return self.log_dir / f"controller-{self.starts}.log"
+        return self.log_dir / f"{self.name}-{self.starts}.log"
 
     def start(self) -> ControllerProcess:
         self.starts += 1
@@ -146,7 +158,7 @@ class ControllerProcess:
                     "-m",
                     "controller",
                     "run",
-                    "--standalone",
+                    *self.args,
                     "--namespace",
                     self.namespace,
                     "--liveness=",
@@ -161,7 +173,7 @@ class ControllerProcess:
                 cwd=REPO_ROOT,
             )
         wait_for(
-            lambda: self._alive() and "controller started" in self.log_path.read_text(),
+            lambda: self._alive() and self.ready_line in self.log_path.read_text(),
             timeout=60,
             what=f"the controller to start (log: {self.log_path})",
         )
@@ -174,7 +186,7 @@ class ControllerProcess:
 
     def logs(self) -> str:
         return "".join(
-            p.read_text(errors="replace") for p in sorted(self.log_dir.glob("controller-*.log"))
+            p.read_text(errors="replace") for p in sorted(self.log_dir.glob(f"{self.name}-*.log"))
         )
 
     def kill(self) -> None:

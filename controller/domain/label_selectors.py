@@ -99,10 +99,9 @@ class LabelIndex:
             self._filed.add(filing, key)
 
     def discard(self, key: str) -> None:
-        entry = self._labels.pop(key, None)
-        if entry is not None:
-            for filing in _label_filings(*entry):
-                self._filed.discard(filing, key)
+        """Unfile an object that was added (KeyError if it was not)."""
+        for filing in _label_filings(*self._labels.pop(key)):
+            self._filed.discard(filing, key)
 
     def best_anchor(self, namespace: str, selector: LabelSelector) -> Anchor | None:
         """The anchor with the fewest objects under it now; ``None`` if the selector has none."""

@@ -258,12 +258,15 @@ class Registry:
             self._types.delete(name)
         else:
             self._types.upsert(new)
-        registered = reached | {name} if new is not None else reached - {name}
+        registered = (reached | {name}) if new is not None else (reached - {name})
         affected = Affected(types=frozenset(registered))
         if _schemes(old_spec) != _schemes(new_spec):
             affected |= Affected(resources=frozenset(self._by_type.get(name)))
         if (old is None) != (new is None):
-            affected |= self._askers_of({name}, static_tools=True)
+            affected |= Affected(
+                agents=frozenset(self._askers_of([name])),
+                tools=frozenset(self._static_askers_of(name)),
+            )
             for t in reached:
                 affected |= self._readers_of(t)
             return affected
@@ -271,7 +274,8 @@ class Registry:
             changed = before[t] ^ self._types.closure(t).ancestors
             if changed:
                 readers = self._readers_of(t)
-                agents = readers.agents & self._askers_of(changed).agents
+                agents = readers.agents & self._askers_of(changed)
+                agents |= self._printed.printing(t, among=readers.agents)
                 affected |= Affected(agents=frozenset(agents), tools=readers.tools)
         return affected
 
@@ -281,21 +285,25 @@ class Registry:
         resources = (self._resources[key] for key in self._by_type.get(type_name))
         return tagged | self._dependents_of(resources)
 
-    def _askers_of(self, type_names: Iterable[str], *, static_tools: bool = False) -> Affected:
-        """Agents with a slot or tag asking for one of ``type_names``; and, if ``static_tools``,
-        the Tools with a static slot asking for one (whose validation depends on it)."""
+    def _askers_of(self, type_names: Iterable[str]) -> set[str]:
+        """Agents with a slot (through a Tool they use) or a tag asking for one of the types."""
         agents: set[str] = set()
-        tools: set[str] = set()
         for type_name in type_names:
             agents |= self._tag_users.get(type_name)
             for key in self._tools_asking.get(type_name):
                 agents |= self._tool_users.get(key)
-                if static_tools and any(
-                    s.binding == "static" and s.resource_type == type_name
-                    for s in self._tools[key].spec.resource_slots
-                ):
-                    tools.add(key)
-        return Affected(agents=frozenset(agents), tools=frozenset(tools))
+        return agents
+
+    def _static_askers_of(self, type_name: str) -> set[str]:
+        """Tools with a static slot asking for the type: their validation depends on it."""
+        return {
+            key
+            for key in self._tools_asking.get(type_name)
+            if any(
+                s.binding == "static" and s.resource_type == type_name
+                for s in self._tools[key].spec.resource_slots
+            )
+        }
 
     # -- Resources -----------------------------------------------------------------------------
 

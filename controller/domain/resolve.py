@@ -19,7 +19,7 @@ the one resource its setting names.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple, Protocol
@@ -75,13 +75,13 @@ class RegistryView(Protocol):
     def selected_resources(self, agent_key: str) -> list[ResourceObject]: ...
 
 
-def bound_resource(resource: ResourceObject) -> BoundResource:
-    """A registered Resource as bindings report it."""
+def bound_resource(resource: ResourceObject, alias: str | None = None) -> BoundResource:
+    """A registered Resource as bindings report it, with its own alias unless given another."""
     meta, spec = resource.meta, resource.spec
     return BoundResource(
         uri=spec.uri,
         type=spec.type,
-        alias=spec.alias or "",
+        alias=(spec.alias or "") if alias is None else alias,
         name=meta.name,
         namespace=meta.namespace,
         uid=meta.uid,
@@ -262,10 +262,6 @@ def _unknown_slot_type(call: _SlotCall) -> SlotResult | None:
     )
 
 
-def _checked_static(call: _SlotCall, tool_namespace: str, view: RegistryView) -> SlotResult:
-    return _unknown_slot_type(call) or _static(call, tool_namespace, view)
-
-
 def _static(call: _SlotCall, tool_namespace: str, view: RegistryView) -> SlotResult:
     ref = call.slot.static_resource
     if not ref:
@@ -398,14 +394,11 @@ class _AgentResolver:
         slots: list[SlotResult] = []
         missing: list[str] = []
         for use in self.agent.spec.tools:
-            key = f"{self.namespace}/{use.name}"
-            tool = self.view.tool(key)
-            if tool is None:
-                if use.name not in missing:
-                    missing.append(use.name)
-                continue
-            validated = iter(self.view.validate_tool(key).static_slots)
-            slots += [self._slot(use, slot, validated) for slot in tool.spec.resource_slots]
+            tool = self.view.tool(f"{self.namespace}/{use.name}")
+            if tool is not None:
+                slots += self._tool_slots(use, tool)
+            elif use.name not in missing:
+                missing.append(use.name)
         resolution = AgentResolution(
             agent=self.key,
             direct=[result for _, result, _ in self.direct],
@@ -461,26 +454,34 @@ class _AgentResolver:
                 f"its URI {binding.uri!r} is Resource {resource.meta.key}, and its {reason}",
                 _type_fix(types, resource.spec.type, "change the tag or the Resource's type"),
             )
-        return self.view.bound_resource(resource).model_copy(update={"alias": binding.name})
+        return bound_resource(resource, alias=binding.name)
 
     # -- tool slots ----------------------------------------------------------------------------
 
-    def _slot(
-        self, use: ToolUse, slot: ResourceSlot, validated: Iterator[SlotResult]
-    ) -> SlotResult:
-        call = _SlotCall(use.name, slot, f"agent {self.key}, tool {use.name!r}", self)
-        if slot.binding == "static":
-            # The Tool's own check is every agent's answer, except that errors name the agent.
-            shared = next(validated)
-            if shared.state is not BindingState.ERROR:
-                return shared
-            return _checked_static(call, self.namespace, self.view)
+    def _tool_slots(self, use: ToolUse, tool: ToolObject) -> list[SlotResult]:
+        """One tool's slots. A static slot reuses the Tool's own validation unless that is an
+        error: it is then the same for every agent, since only errors name the agent."""
+        who = f"agent {self.key}, tool {use.name!r}"
+        validated = iter(self.view.validate_tool(tool.meta.key).static_slots)
+        results = []
+        for slot in tool.spec.resource_slots:
+            shared = next(validated) if slot.binding == "static" else None
+            if shared is not None and shared.state is not BindingState.ERROR:
+                results.append(shared)
+            else:
+                results.append(self._slot(_SlotCall(use.name, slot, who, self), use.params))
+        return results
+
+    def _slot(self, call: _SlotCall, params: Mapping[str, str]) -> SlotResult:
         unknown = _unknown_slot_type(call)
         if unknown is not None:
             return unknown
+        slot = call.slot
+        if slot.binding == "static":
+            return _static(call, self.namespace, self.view)
         if slot.binding == "parameter":
-            value = use.params.get(slot.name)
-            return _deferred(use.name, slot) if value is None else self._parameter(call, value)
+            value = params.get(slot.name)
+            return _deferred(call.tool, slot) if value is None else self._parameter(call, value)
         return _contextual(call, self.linked)
 
     def _parameter(self, call: _SlotCall, value: str) -> SlotResult:
@@ -539,11 +540,11 @@ def validate_tool_slots(tool: ToolObject, view: RegistryView) -> ToolValidation:
     """A Tool's static slots checked on their own, as at registration time."""
     key, namespace = tool.meta.key, tool.meta.namespace
     context = _ToolContext(view.types, set())
-    results = [
-        _checked_static(_SlotCall(tool.meta.name, slot, f"tool {key}", context), namespace, view)
-        for slot in tool.spec.resource_slots
-        if slot.binding == "static"
-    ]
+    results = []
+    for slot in tool.spec.resource_slots:
+        if slot.binding == "static":
+            call = _SlotCall(tool.meta.name, slot, f"tool {key}", context)
+            results.append(_unknown_slot_type(call) or _static(call, namespace, view))
     return ToolValidation(tool=key, static_slots=results)
 
 
