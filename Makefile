@@ -12,7 +12,7 @@ BINDERY := $(VENV)/bin/bindery
 STATE_DIR := .cache/cluster
 RUN_NAMESPACE ?= default
 
-.PHONY: help venv control-plane run cluster cluster-down test unit integration lint fmt bench e2e examples image helm-lint clean
+.PHONY: help venv control-plane run cluster cluster-down test unit lint fmt bench e2e examples image helm-lint helm-crds clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -65,6 +65,21 @@ test: venv control-plane lint ## everything: lint, unit and integration tests on
 
 bench: venv control-plane ## benchmarks: prints figures and ratios to their targets
 	$(PY) -m bench
+
+IMAGE ?= bindery:dev
+
+image: ## build the controller image (IMAGE=bindery:dev)
+	docker build -t $(IMAGE) .
+
+helm-lint: control-plane ## lint the Helm chart strictly: standalone, HA and namespaced
+	@H="$$(bash tools/build.sh --print)/helm"; \
+	$$H lint --strict helm/bindery; \
+	$$H lint --strict helm/bindery --set ha.enabled=true --set replicas=2; \
+	$$H lint --strict helm/bindery --set-json 'watchNamespaces=["team-a"]' --set defaultResourceTypes.enabled=true
+
+helm-crds: ## copy crds/ into the chart (a test keeps helm/bindery/crds identical)
+	rm -f helm/bindery/crds/*.yaml
+	cp crds/*.yaml helm/bindery/crds/
 
 e2e: venv ## kind end-to-end (needs Docker and kind; skips with the reason otherwise)
 	$(PY) -m pytest -m e2e tests/e2e

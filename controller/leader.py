@@ -116,6 +116,32 @@ class LeaderElector:
             raise
         return True
 
+    async def release(self) -> None:
+        """Give the lease up on a clean stop, so a follower leads at once instead of waiting
+        for it to expire. Best effort: a lease we no longer hold is left alone."""
+        try:
+            lease = await self.api.get(LEASES, self.namespace, self.name)
+            if lease is None or (lease.get("spec") or {}).get("holderIdentity") != self.identity:
+                return
+            await self.api.json_patch(
+                LEASES,
+                self.namespace,
+                self.name,
+                [
+                    {
+                        "op": "test",
+                        "path": "/metadata/resourceVersion",
+                        "value": lease["metadata"]["resourceVersion"],
+                    },
+                    {"op": "replace", "path": "/spec/holderIdentity", "value": ""},
+                    {"op": "replace", "path": "/spec/leaseDurationSeconds", "value": 1},
+                ],
+            )
+        except ApiError as exc:
+            log.warning("could not release the leader lease", error=str(exc))
+            return
+        log.info("released the leader lease", lease=f"{self.namespace}/{self.name}")
+
     async def run(
         self, on_started_leading: Callable[[], Awaitable[None]], stop: asyncio.Event
     ) -> None:

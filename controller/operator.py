@@ -97,6 +97,7 @@ def build_registry(options: Options, stop: asyncio.Event) -> kopf.OperatorRegist
             name=options.election_name,
             identity=options.identity,
         )
+        memo.elector = elector
         memo.election = asyncio.create_task(_elect(elector, lead, stop))
         log.info("waiting to lead", lease=f"{options.election_namespace}/{options.election_name}")
 
@@ -108,6 +109,9 @@ def build_registry(options: Options, stop: asyncio.Event) -> kopf.OperatorRegist
         controller: Controller | None = getattr(memo, "controller", None)
         if controller is not None:
             await controller.stop()
+            elector: LeaderElector | None = getattr(memo, "elector", None)
+            if elector is not None:  # only once our workers have stopped writing
+                await elector.release()
             controller.api.close()
 
     @kopf.on.probe(id="queue", registry=registry)

@@ -44,8 +44,9 @@ def matches(selector: LabelSelector, labels: Mapping[str, str]) -> bool:
 class Anchor:
     """A label condition every object a selector selects must meet.
 
-    ``values`` empty means "the key exists" (from ``Exists``); otherwise the object's value for
-    ``key`` is one of ``values`` (from ``matchLabels`` or ``In``).
+    ``values`` empty means "the key exists" (from ``Exists``, or from an ``In`` without values,
+    which matches nothing: the looser condition is still a necessary one); otherwise the
+    object's value for ``key`` is one of ``values`` (from ``matchLabels`` or ``In``).
     """
 
     key: str

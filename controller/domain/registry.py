@@ -13,8 +13,9 @@ the cost of a change follows what depends on it, never the size of the cluster:
 
 Agents' resolutions are computed on demand and not kept: they are large (about 30 kB for an agent
 with twenty slots), the reconciler keeps what it writes, and one costs well under a millisecond.
-What is kept is small and shared by many agents: type closures, Tool validations, and Resources
-as bindings report them, each dropped when a change affects it.
+What is kept is small or shared by many agents: type closures, Tool validations (each dropped
+when a change affects it), and, per agent, which types its last resolution read (see
+:class:`Resolved`), so that a type change re-resolves only the agents it can affect.
 
 Invariant: every key an :class:`Affected` lists names an object that is still registered (a
 deleted object is the caller's to clean up, not to reconcile).
@@ -22,7 +23,7 @@ deleted object is the caller's to clean up, not to reconcile).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,13 +37,13 @@ from controller.domain.models import (
 )
 from controller.domain.multiindex import MultiIndex
 from controller.domain.resolve import (
-    bound_resource,
+    Resolved,
     resolve_agent,
     resource_errors,
     static_resource_key,
     validate_tool_slots,
 )
-from controller.domain.results import AgentResolution, BoundResource, ToolValidation, TypeClosure
+from controller.domain.results import AgentResolution, ToolValidation, TypeClosure
 from controller.domain.types import TypeGraph
 
 _NONE: frozenset[str] = frozenset()
@@ -87,31 +88,55 @@ def _schemes(spec: ResourceTypeSpec | None) -> frozenset[str] | None:
     return None if spec is None else frozenset(spec.uri_schemes)
 
 
-class _PrintedAncestors:
-    """For each agent resolved since a change last affected it, the types whose ancestor lists
-    its resolution prints: the one thing a resolution depends on that the indexes of its inputs
-    do not reveal. An agent without a record is assumed to print any type's ancestors."""
+class _TypeReads:
+    """What each agent's last resolution read of the type graph (see :class:`Resolved`): the
+    types of the resources it examined, and the types whose ancestor lists it printed.
 
-    __slots__ = ("_by_agent", "_by_type")
+    An agent is *unknown* from the moment a change affects it until it is resolved again, and is
+    then assumed to read every type: it is due a reconcile anyway.
+    """
+
+    __slots__ = ("_examining", "_printing", "_records", "unknown")
 
     def __init__(self) -> None:
-        self._by_agent: dict[str, frozenset[str]] = {}
-        self._by_type: MultiIndex[str, str] = MultiIndex()
+        self._records: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
+        """Agent -> (examined types, printed types): the sets only, never the resolution."""
+        self._examining: MultiIndex[str, str] = MultiIndex()
+        self._printing: MultiIndex[str, str] = MultiIndex()
+        self.unknown: set[str] = set()
 
-    def record(self, agent: str, types: frozenset[str]) -> None:
-        self.forget(agent)
-        self._by_agent[agent] = types
-        for type_name in types:
-            self._by_type.add(type_name, agent)
+    def record(self, agent: str, resolved: Resolved) -> None:
+        self._drop_record(agent)
+        self.unknown.discard(agent)
+        examined, printed = resolved.examined_types, resolved.printed_ancestors_of
+        self._records[agent] = (examined, printed)
+        for type_name in examined:
+            self._examining.add(type_name, agent)
+        for type_name in printed:
+            self._printing.add(type_name, agent)
 
     def forget(self, agent: str) -> None:
-        for type_name in self._by_agent.pop(agent, ()):
-            self._by_type.discard(type_name, agent)
+        """The agent's last resolution is stale: it is unknown until resolved again."""
+        self._drop_record(agent)
+        self.unknown.add(agent)
 
-    def printing(self, type_name: str, among: Iterable[str]) -> set[str]:
-        """Those of ``among`` that print the ancestors of ``type_name``, or may (no record)."""
-        unknown = {agent for agent in among if agent not in self._by_agent}
-        return unknown | self._by_type.get(type_name)
+    def drop(self, agent: str) -> None:
+        """The agent is gone."""
+        self._drop_record(agent)
+        self.unknown.discard(agent)
+
+    def _drop_record(self, agent: str) -> None:
+        examined, printed = self._records.pop(agent, ((), ()))
+        for type_name in examined:
+            self._examining.discard(type_name, agent)
+        for type_name in printed:
+            self._printing.discard(type_name, agent)
+
+    def examining(self, type_name: str) -> Set[str]:
+        return self._examining.get(type_name)
+
+    def printing(self, type_name: str) -> Set[str]:
+        return self._printing.get(type_name)
 
 
 class Registry:
@@ -140,18 +165,20 @@ class Registry:
         self._tag_users: MultiIndex[str, str] = MultiIndex()
         """Direct-binding tag -> agents using it."""
         self._param_users: MultiIndex[str, str] = MultiIndex()
-        """Parameter value -> agents passing it to some tool slot."""
+        """Parameter value -> agents passing it (for values naming a Resource anywhere: a
+        ``namespace/name`` or a uid)."""
+        self._local_param_users: MultiIndex[tuple[str, str], str] = MultiIndex()
+        """``(agent namespace, parameter value)`` -> agents passing it (for values naming a
+        Resource in the agent's namespace: a name or a URI)."""
         self._selectors = SelectorIndex()
         self._links: MultiIndex[str, str] = MultiIndex()
         """Agent -> the Resources its selector selects."""
         self._linked_by: MultiIndex[str, str] = MultiIndex()
         """Resource key -> the agents whose selectors select it."""
 
-        self._printed = _PrintedAncestors()
+        self._reads = _TypeReads()
         self._validations: dict[str, ToolValidation] = {}
         """Tool key -> its validation, until a change affects it."""
-        self._bound: dict[str, BoundResource] = {}
-        """Resource key -> the Resource as bindings report it, until it changes."""
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -179,14 +206,6 @@ class Registry:
         """The Resources in ``namespace`` whose URI is byte-for-byte ``uri``, by name."""
         return [self._resources[key] for key in sorted(self._by_uri.get((namespace, uri)))]
 
-    def bound_resource(self, resource: ResourceObject) -> BoundResource:
-        """``resource`` as bindings report it; built once, shared by every binding to it."""
-        key = resource.meta.key
-        bound = self._bound.get(key)
-        if bound is None:
-            bound = self._bound[key] = bound_resource(resource)
-        return bound
-
     def selected_resources(self, agent_key: str) -> list[ResourceObject]:
         """The Resources an agent's ``resourceSelector`` selects, by key."""
         return [self._resources[key] for key in sorted(self._links.get(agent_key))]
@@ -194,7 +213,7 @@ class Registry:
     def resolve(self, agent_key: str) -> AgentResolution:
         """The agent's resolution, computed afresh. KeyError if unknown."""
         resolved = resolve_agent(self._agents[agent_key], self)
-        self._printed.record(agent_key, resolved.printed_ancestors_of)
+        self._reads.record(agent_key, resolved)
         return resolved.resolution
 
     def validate_tool(self, tool_key: str) -> ToolValidation:
@@ -242,11 +261,11 @@ class Registry:
         * Its URI schemes changed: its Resources' validity changed.
         * Its parents changed: the ancestors of it and of every type reaching it may have
           changed. A check "is T compatible with S" changes only for ``S`` among the ancestors
-          gained or lost, so an agent is affected when it reads a resource of type ``T`` and
-          asks for such an ``S``, or when its messages print the ancestors of ``T`` (known for
-          agents resolved since a change last affected them; the others are assumed to).
-        * It appeared or vanished: besides the above, every slot and tag asking for it, and
-          everything reading a resource of a type it reaches, changed validity.
+          gained or lost, so an agent is affected when it examined a resource of type ``T`` and
+          asks for such an ``S``, or when its messages print the ancestors of ``T``; a Tool,
+          when its static slots name a resource of type ``T``.
+        * It appeared or vanished: besides, every slot and tag asking for it changed validity,
+          and every agent examining a resource of a type it reaches may see a change.
         """
         old_spec = None if old is None else old.spec
         new_spec = None if new is None else new.spec
@@ -262,28 +281,28 @@ class Registry:
         affected = Affected(types=frozenset(registered))
         if _schemes(old_spec) != _schemes(new_spec):
             affected |= Affected(resources=frozenset(self._by_type.get(name)))
-        if (old is None) != (new is None):
+        appeared_or_vanished = (old is None) != (new is None)
+        if appeared_or_vanished:
             affected |= Affected(
                 agents=frozenset(self._askers_of([name])),
                 tools=frozenset(self._static_askers_of(name)),
             )
-            for t in reached:
-                affected |= self._readers_of(t)
-            return affected
         for t in reached:
             changed = before[t] ^ self._types.closure(t).ancestors
-            if changed:
-                readers = self._readers_of(t)
-                agents = readers.agents & self._askers_of(changed)
-                agents |= self._printed.printing(t, among=readers.agents)
-                affected |= Affected(agents=frozenset(agents), tools=readers.tools)
+            if changed or appeared_or_vanished:
+                examining = self._reads.examining(t)
+                if not appeared_or_vanished:
+                    examining = examining & self._askers_of(changed)
+                agents = examining | self._reads.printing(t) | self._reads.unknown
+                affected |= Affected(agents=frozenset(agents), tools=self._static_users_of_type(t))
         return affected
 
-    def _readers_of(self, type_name: str) -> Affected:
-        """Agents and Tools that read a resource of ``type_name`` (registered, or a tag)."""
-        tagged = Affected(agents=frozenset(self._tag_users.get(type_name)))
-        resources = (self._resources[key] for key in self._by_type.get(type_name))
-        return tagged | self._dependents_of(resources)
+    def _static_users_of_type(self, type_name: str) -> frozenset[str]:
+        """Tools whose static slots name a Resource of the type."""
+        users: set[str] = set()
+        for key in self._by_type.get(type_name):
+            users |= self._static_users.get(key)
+        return frozenset(users)
 
     def _askers_of(self, type_names: Iterable[str]) -> set[str]:
         """Agents with a slot (through a Tool they use) or a tag asking for one of the types."""
@@ -319,17 +338,17 @@ class Registry:
             return Affected()
         before = Affected()
         if old is not None:
-            before = self._dependents_of([old])
+            before = self._dependents_of(old)
             self._unindex_resource(key, old)
         self._index_resource(key, obj)
-        after = self._dependents_of([obj])
+        after = self._dependents_of(obj)
         return self._invalidate(before | after | Affected(resources=frozenset({key})))
 
     def delete_resource(self, namespace: str, name: str) -> Affected:
         old = self._resources.get(f"{namespace}/{name}")
         if old is None:
             return Affected()
-        affected = self._dependents_of([old])
+        affected = self._dependents_of(old)
         self._unindex_resource(old.meta.key, old)
         del self._resources[old.meta.key]
         return self._invalidate(affected)
@@ -351,35 +370,26 @@ class Registry:
         self._by_uri.discard((meta.namespace, obj.spec.uri), key)
         self._by_type.discard(obj.spec.type, key)
         self._labels.discard(key)
-        self._bound.pop(key, None)
         for agent in list(self._linked_by.get(key)):
             self._unlink(agent, key)
 
-    def _dependents_of(self, resources: Iterable[ResourceObject]) -> Affected:
-        """Agents and Tools whose results read the given Resources (as indexed now).
+    def _dependents_of(self, obj: ResourceObject) -> Affected:
+        """Agents and Tools whose results read the Resource (as indexed now).
 
         An agent reads a Resource when it is a direct binding's URI, when its selector selects
         it, when a parameter value names it (by name, namespace/name, uid or URI), or when a Tool
         it uses names it in a static slot; that Tool reads it too.
         """
-        agents: set[str] = set()
-        tools: set[str] = set()
-        for obj in resources:
-            meta, uri = obj.meta, obj.spec.uri
-            agents |= self._uri_users.get((meta.namespace, uri))
-            agents |= self._linked_by.get(meta.key)
-            agents |= self._param_users.get(meta.key)
-            agents |= self._param_users.get(meta.uid) if meta.uid else _NONE
-            agents.update(
-                agent
-                for value in (meta.name, uri)
-                for agent in self._param_users.get(value)
-                if self._agents[agent].meta.namespace == meta.namespace
-            )
-            static = self._static_users.get(meta.key)
-            tools |= static
-            agents.update(*(self._tool_users.get(tool) for tool in static))
-        return Affected(agents=frozenset(agents), tools=frozenset(tools))
+        meta, uri = obj.meta, obj.spec.uri
+        agents = set(self._uri_users.get((meta.namespace, uri)))
+        agents |= self._linked_by.get(meta.key)
+        agents |= self._param_users.get(meta.key)
+        agents |= self._param_users.get(meta.uid) if meta.uid else _NONE
+        agents |= self._local_param_users.get((meta.namespace, meta.name))
+        agents |= self._local_param_users.get((meta.namespace, uri))
+        static = self._static_users.get(meta.key)
+        agents.update(*(self._tool_users.get(tool) for tool in static))
+        return Affected(agents=frozenset(agents), tools=frozenset(static))
 
     # -- Tools ---------------------------------------------------------------------------------
 
@@ -429,7 +439,7 @@ class Registry:
         if old is not None:
             self._unindex_agent(old.meta.key, old)
             del self._agents[old.meta.key]
-            self._printed.forget(old.meta.key)
+            self._reads.drop(old.meta.key)
         return Affected()
 
     def _index_agent(self, key: str, obj: AgentObject) -> None:
@@ -454,6 +464,7 @@ class Registry:
             op(self._tool_users, f"{namespace}/{use.name}", key)
             for value in use.params.values():
                 op(self._param_users, value, key)
+                op(self._local_param_users, (namespace, value), key)
         for binding in obj.spec.resources:
             op(self._uri_users, (namespace, binding.uri), key)
             op(self._tag_users, binding.tag, key)
@@ -469,10 +480,10 @@ class Registry:
     # -- caches --------------------------------------------------------------------------------
 
     def _invalidate(self, affected: Affected) -> Affected:
-        """Forget what ``affected`` makes stale (its agents' printed-ancestor records, its Tools'
+        """Forget what ``affected`` makes stale (what its agents' resolutions read, its Tools'
         validations), and pass it on."""
         for agent in affected.agents:
-            self._printed.forget(agent)
+            self._reads.forget(agent)
         for tool in affected.tools:
             self._validations.pop(tool, None)
         return affected

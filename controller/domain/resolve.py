@@ -19,7 +19,7 @@ the one resource its setting names.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple, Protocol
@@ -62,10 +62,6 @@ class RegistryView(Protocol):
 
     def resources_with_uri(self, namespace: str, uri: str) -> list[ResourceObject]: ...
 
-    def bound_resource(self, resource: ResourceObject) -> BoundResource:
-        """``resource`` as a binding reports it (see :func:`bound_resource`), possibly cached."""
-        ...
-
     def tool(self, key: str) -> ToolObject | None: ...
 
     def validate_tool(self, tool_key: str) -> ToolValidation:
@@ -75,7 +71,7 @@ class RegistryView(Protocol):
     def selected_resources(self, agent_key: str) -> list[ResourceObject]: ...
 
 
-def bound_resource(resource: ResourceObject, alias: str | None = None) -> BoundResource:
+def _bound_resource(resource: ResourceObject, alias: str | None = None) -> BoundResource:
     """A registered Resource as bindings report it, with its own alias unless given another."""
     meta, spec = resource.meta, resource.spec
     return BoundResource(
@@ -103,11 +99,14 @@ def _message(
     return f"{subject}: {problem}. Candidates: {considered}. Fix: {fix}."
 
 
-def _type_fix(types: TypeGraph, type_name: str, otherwise: str) -> str:
-    """The fix for a type mismatch: create the type when it is missing, else ``otherwise``."""
-    if type_name in types:
+def _type_fix(types: TypeGraph, type_names: Iterable[str], otherwise: str) -> str:
+    """The fix for a type mismatch: create the types that are missing, or ``otherwise``."""
+    missing = sorted({name for name in type_names if name not in types})
+    if not missing:
         return otherwise
-    return f"create a ResourceType named {type_name!r}, or {otherwise}"
+    kind = "a ResourceType" if len(missing) == 1 else "ResourceTypes"
+    named = " and ".join(repr(name) for name in missing)
+    return f"create {kind} named {named}, or {otherwise}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -146,11 +145,16 @@ class _Linked:
         return (r.uri, r.alias, r.namespace, r.name)
 
 
-def _registered(resource: ResourceObject, view: RegistryView) -> _Linked:
+def _registered(resource: ResourceObject, types: TypeGraph) -> _Linked:
     """A registered Resource as a slot sees it: matched by its alias, then its name."""
     alias, name = resource.spec.alias, resource.meta.name
     names = (("alias", alias), ("name", name)) if alias else (("name", name),)
-    return _Linked(view.bound_resource(resource), names, view.types.stands_for(resource.spec.type))
+    return _Linked(_bound_resource(resource), names, types.stands_for(resource.spec.type))
+
+
+def _as_tagged(binding: DirectBinding) -> BoundResource:
+    """A direct binding on its own: its URI, with its tag as type and its name as alias."""
+    return BoundResource(uri=binding.uri, type=binding.tag, alias=binding.name)
 
 
 # --------------------------------------------------------------------------------------------
@@ -158,10 +162,11 @@ def _registered(resource: ResourceObject, view: RegistryView) -> _Linked:
 
 
 class _Context(Protocol):
-    """Where a slot is resolved: the type graph, and the set of types whose ancestors the
-    messages print (see :class:`Resolved`)."""
+    """Where a slot is resolved: the type graph, and what the resolution reads of it (see
+    :class:`Resolved`)."""
 
     types: TypeGraph
+    examined: set[str]
     printed: set[str]
 
 
@@ -210,11 +215,12 @@ class _SlotCall:
 
     def bind(self, linked: _Linked, named_by: str, fix: str) -> SlotResult:
         """Bind to the one resource the slot's own setting names, if its type is compatible."""
+        self.context.examined.add(linked.resource.type)
         reason = self.rejection(linked)
         if reason:
             return self.error(
                 f"{named_by} names a resource that cannot fill it",
-                _type_fix(self.types, linked.resource.type, fix),
+                _type_fix(self.types, [linked.resource.type], fix),
                 [linked.candidate(reason)],
             )
         chosen = linked.candidate(f"selected: named by {named_by}")
@@ -280,7 +286,7 @@ def _static(call: _SlotCall, tool_namespace: str, view: RegistryView) -> SlotRes
         f"point staticResource at a Resource of type {call.slot.resource_type!r} "
         "(or a subtype), or change the slot's resourceType"
     )
-    return call.bind(_registered(resource, view), f"its staticResource {ref!r}", fix)
+    return call.bind(_registered(resource, view.types), f"its staticResource {ref!r}", fix)
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,9 +350,11 @@ def _contextual(call: _SlotCall, linked: Sequence[_Linked]) -> SlotResult:
         return call.result(BindingState.BOUND, resource=chosen, candidates=candidates)
     candidates = [item.candidate(call.rejection(item)) for item in linked]
     problem = f"no linked resource is compatible with {wanted!r}"
-    fix = (
+    fix = _type_fix(
+        call.types,
+        (item.resource.type for item in linked if not item.problem),
         f"link a Resource of type {wanted!r} (or a subtype) through spec.resources or "
-        "spec.resourceSelector"
+        "spec.resourceSelector",
     )
     if call.slot.required:
         return call.error(
@@ -361,12 +369,19 @@ def _contextual(call: _SlotCall, linked: Sequence[_Linked]) -> SlotResult:
 
 
 class Resolved(NamedTuple):
-    """An agent's resolution, and what its text depends on beyond its outcome."""
+    """An agent's resolution, and what it read of the type graph.
+
+    A change to a type's ancestors can change a resolution only if the resolution examined a
+    resource of that type (and then only where it asks for a type gained or lost), or printed
+    that type's ancestors in a message. The registry keeps both sets to know which agents a
+    type change affects without resolving every agent again.
+    """
 
     resolution: AgentResolution
+    examined_types: frozenset[str]
+    """Types of the resources it examined (linked, named by a slot, or merged into a binding)."""
     printed_ancestors_of: frozenset[str]
-    """Types whose ancestor lists its messages print: a change to one of those lists changes
-    the resolution even when no binding changes, and the registry must know to recompute it."""
+    """Types whose ancestor lists its messages print."""
 
 
 class _AgentResolver:
@@ -378,17 +393,19 @@ class _AgentResolver:
         self.namespace = agent.meta.namespace
         self.view = view
         self.types = view.types
+        self.examined: set[str] = set()
         self.printed: set[str] = set()
         self.direct = [(binding, *self._direct(binding)) for binding in agent.spec.resources]
         direct_uris = {binding.uri for binding in agent.spec.resources}
         selected = [
-            _registered(r, view)
+            _registered(r, self.types)
             for r in view.selected_resources(self.key)
             if r.spec.uri not in direct_uris
         ]
         self.linked = sorted(
             [linked for _, _, linked in self.direct] + selected, key=_Linked.sort_key
         )
+        self.examined.update(linked.resource.type for linked in self.linked)
 
     def resolve(self) -> Resolved:
         slots: list[SlotResult] = []
@@ -405,14 +422,13 @@ class _AgentResolver:
             slots=slots,
             missing_tools=missing,
         )
-        return Resolved(resolution, frozenset(self.printed))
+        return Resolved(resolution, frozenset(self.examined), frozenset(self.printed))
 
     # -- direct bindings -----------------------------------------------------------------------
 
     def _direct(self, binding: DirectBinding) -> tuple[DirectResult, _Linked]:
         names = (("binding name", binding.name),)
-        as_tagged = BoundResource(uri=binding.uri, type=binding.tag, alias=binding.name)
-        outcome = self._merge(binding, as_tagged)
+        outcome = self._merge(binding)
         fields = {"name": binding.name, "tag": binding.tag, "uri": binding.uri}
         if isinstance(outcome, BoundResource):
             result = DirectResult(**fields, state=BindingState.BOUND, resource=outcome)
@@ -421,12 +437,12 @@ class _AgentResolver:
         message = _message(subject, *outcome)
         result = DirectResult(**fields, state=BindingState.ERROR, message=message)
         problem = f"its direct binding {binding.name!r} is in error"
-        return result, _Linked(as_tagged, names, frozenset(), problem)
+        return result, _Linked(_as_tagged(binding), names, frozenset(), problem)
 
-    def _merge(
-        self, binding: DirectBinding, as_tagged: BoundResource
-    ) -> BoundResource | tuple[str, str]:
-        """The resource a direct binding stands for: the registered Resource with its URI, if any.
+    def _merge(self, binding: DirectBinding) -> BoundResource | tuple[str, str]:
+        """The resource a direct binding stands for: the registered Resource with its URI (whose
+        more precise type then stands, as it must be compatible with the tag), or else the URI
+        with the tag as its type.
 
         Returns what is wrong with the binding and how to fix it instead, when it cannot be bound.
         """
@@ -438,7 +454,7 @@ class _AgentResolver:
             )
         registered = self.view.resources_with_uri(self.namespace, binding.uri)
         if not registered:
-            return as_tagged
+            return _as_tagged(binding)
         if len(registered) > 1:
             keys = ", ".join(r.meta.key for r in registered)
             return (
@@ -447,14 +463,15 @@ class _AgentResolver:
                 "delete all but one of those Resources",
             )
         resource = registered[0]
+        self.examined.add(resource.spec.type)
         reason = types.incompatibility(resource.spec.type, binding.tag)
         if reason:
             self.printed.add(resource.spec.type)
             return (
                 f"its URI {binding.uri!r} is Resource {resource.meta.key}, and its {reason}",
-                _type_fix(types, resource.spec.type, "change the tag or the Resource's type"),
+                _type_fix(types, [resource.spec.type], "change the tag or the Resource's type"),
             )
-        return bound_resource(resource, alias=binding.name)
+        return _bound_resource(resource, alias=binding.name)
 
     # -- tool slots ----------------------------------------------------------------------------
 
@@ -467,6 +484,7 @@ class _AgentResolver:
         for slot in tool.spec.resource_slots:
             shared = next(validated) if slot.binding == "static" else None
             if shared is not None and shared.state is not BindingState.ERROR:
+                self.examined.update(candidate.type for candidate in shared.candidates)
                 results.append(shared)
             else:
                 results.append(self._slot(_SlotCall(use.name, slot, who, self), use.params))
@@ -514,14 +532,16 @@ class _AgentResolver:
         view = self.view
         by_name = view.resource(f"{self.namespace}/{value}")
         if by_name is not None:
-            return [_registered(by_name, view)], "name"
+            return [_registered(by_name, self.types)], "name"
         by_key = view.resource(value)
         if by_key is not None:
-            return [_registered(by_key, view)], "namespace/name"
+            return [_registered(by_key, self.types)], "namespace/name"
         by_uid = view.resource_by_uid(value)
         if by_uid is not None:
-            return [_registered(by_uid, view)], "uid"
-        by_uri = [_registered(r, view) for r in view.resources_with_uri(self.namespace, value)]
+            return [_registered(by_uid, self.types)], "uid"
+        by_uri = [
+            _registered(r, self.types) for r in view.resources_with_uri(self.namespace, value)
+        ]
         return by_uri or [linked for b, _, linked in self.direct if b.uri == value], "URI"
 
 
@@ -532,14 +552,18 @@ def resolve_agent(agent: AgentObject, view: RegistryView) -> Resolved:
 
 @dataclass(slots=True)
 class _ToolContext:
+    """A Tool checked on its own. What it reads is not kept: a change to a type reaches the
+    Tools whose static slots name a resource of that type, whatever their messages print."""
+
     types: TypeGraph
+    examined: set[str]
     printed: set[str]
 
 
 def validate_tool_slots(tool: ToolObject, view: RegistryView) -> ToolValidation:
     """A Tool's static slots checked on their own, as at registration time."""
     key, namespace = tool.meta.key, tool.meta.namespace
-    context = _ToolContext(view.types, set())
+    context = _ToolContext(view.types, set(), set())
     results = []
     for slot in tool.spec.resource_slots:
         if slot.binding == "static":

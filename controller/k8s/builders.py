@@ -150,7 +150,7 @@ def session_workload(
         },
         "spec": {
             "replicas": 1,
-            "podManagementPolicy": "OrderedReady",
+            "podManagementPolicy": "Parallel",
             "updateStrategy": {"type": "RollingUpdate"},
             "revisionHistoryLimit": 2,
             "selector": {"matchLabels": selector},

@@ -73,3 +73,17 @@ def test_only_the_leader_reconciles_and_a_follower_takes_over(
     apply(cluster, namespace, agent("late"))
     wait_status(cluster, "agentspec", namespace, "late", ready)
     assert _reconciled_changes(follower) > 0
+
+
+def test_a_leader_that_stops_cleanly_hands_over_without_waiting_for_expiry(
+    cluster: Cluster, namespace: str, replicas: tuple[ControllerProcess, ControllerProcess]
+) -> None:
+    first, second = replicas
+    wait_for(lambda: _leads(first) or _leads(second), what="one replica to lead")
+    leader, follower = (first, second) if _leads(first) else (second, first)
+    leader.stop()  # SIGTERM: the leader releases its lease on the way out
+    assert "released the leader lease" in leader.logs()
+    started = time.monotonic()
+    wait_for(lambda: _leads(follower), timeout=30, what="the follower to take over")
+    # The lease lasts 15 s; a follower retries every 5 s, so a released lease is taken sooner.
+    assert time.monotonic() - started < 12

@@ -210,7 +210,9 @@ def test_session_is_a_stateful_set_of_one() -> None:
     assert d["kind"] == "StatefulSet"
     assert d["metadata"]["name"] == "coder-session" == builders.session_name("coder")
     assert d["spec"]["replicas"] == 1
-    assert d["spec"]["podManagementPolicy"] == "OrderedReady"
+    # Parallel: a rolling update must replace a pod that is not Ready (a relaunch is how a
+    # crash-looping session is fixed); one replica with one fixed pod name still means one pod.
+    assert d["spec"]["podManagementPolicy"] == "Parallel"
     assert d["spec"]["updateStrategy"] == {"type": "RollingUpdate"}
 
 

@@ -1,0 +1,766 @@
+"""The Helm chart against the real local API server.
+
+- `helm lint --strict` passes for the main value combinations, and the values schema rejects
+  unknown keys, globbed namespaces and several replicas without leader election.
+- What `helm template` renders is accepted by the API server (`kubectl apply --dry-run=server`,
+  strict field validation) for the default values, watchNamespaces, HA and the starter
+  ResourceTypes; a real `helm install` and `helm uninstall` work.
+- The RBAC is exactly what the controller calls: the rendered rules are pinned, every kind the
+  controller's API seam names is covered, `kubectl auth can-i` as the ServiceAccount allows each
+  needed call and refuses wider ones, and the real controller, run with a token of that
+  ServiceAccount, takes the examples through Ready, holds, a work move, relaunch, session
+  removal and deletion without a single refusal.
+- With HA, two replicas under that ServiceAccount elect one leader on the chart's Lease: one
+  reconciles, the other stands by.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from controller.cluster import ensure_binaries
+from controller.domain.work import hold_name
+from controller.k8s import api
+from tests.conftest import REPO_ROOT, Cluster, ControllerProcess, wait_for
+from tests.integration.kube import apply_examples, get, must_get, ready, state, wait_status
+
+pytestmark = pytest.mark.integration
+
+CHART = REPO_ROOT / "helm" / "bindery"
+RBAC_KINDS = {"ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
+
+Rules = dict[tuple[str, str], set[str]]
+"""(apiGroup, resource) -> verbs."""
+
+# The rules the controller needs, and nothing else (see controller/reconciler.py and
+# controller/k8s/api.py for the calls, and the comments in helm/bindery/templates/_helpers.tpl).
+NAMESPACED_RULES: Rules = {
+    ("bindery.dev", "resources"): {"get", "list", "watch"},
+    ("bindery.dev", "tools"): {"get", "list", "watch"},
+    ("bindery.dev", "agentspecs"): {"get", "list", "watch", "patch"},
+    ("bindery.dev", "resources/status"): {"patch"},
+    ("bindery.dev", "tools/status"): {"patch"},
+    ("bindery.dev", "agentspecs/status"): {"patch"},
+    ("bindery.dev", "agentspecs/finalizers"): {"update"},
+    ("", "configmaps"): {"get", "list", "watch", "create", "patch"},
+    ("apps", "statefulsets"): {"get", "list", "watch", "create", "patch", "delete"},
+    ("coordination.k8s.io", "leases"): {"get", "list", "watch", "create", "delete"},
+    ("events.k8s.io", "events"): {"create"},
+    ("", "events"): {"create"},
+}
+CLUSTER_RULES: Rules = {
+    ("bindery.dev", "resourcetypes"): {"get", "list", "watch"},
+    ("bindery.dev", "resourcetypes/status"): {"patch"},
+    ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},
+}
+NAMESPACES_RULE: Rules = {("", "namespaces"): {"list", "watch"}}
+NAMESPACE = "@namespace"
+"""In a chart_rbac parameter: the test's namespace."""
+
+
+# ------------------------------------------------------------------------------------ helpers
+
+
+@pytest.fixture(scope="module")
+def helm_bin() -> Path:
+    """helm from the local control-plane build (no cluster needed to lint or render)."""
+    return ensure_binaries() / "helm"
+
+
+def helm(
+    helm_path: Path, *args: str, kubeconfig: Path | None = None, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ}
+    if kubeconfig is not None:
+        env["KUBECONFIG"] = str(kubeconfig)
+    proc = subprocess.run(
+        [str(helm_path), *args], capture_output=True, text=True, check=False, env=env
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"helm {' '.join(args)} exited {proc.returncode}:\n{proc.stderr}")
+    return proc
+
+
+def sets(values: dict[str, Any]) -> list[str]:
+    """--set-json arguments for a flat {dotted.key: value} dict."""
+    out: list[str] = []
+    for key, value in values.items():
+        out += ["--set-json", f"{key}={json.dumps(value)}"]
+    return out
+
+
+def render(
+    helm_path: Path, release: str, namespace: str, values: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    proc = helm(
+        helm_path, "template", release, str(CHART), "--namespace", namespace,
+        *sets(values or {}),
+    )  # fmt: skip
+    return [doc for doc in yaml.safe_load_all(proc.stdout) if doc]
+
+
+def only(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [o for o in objects if o["kind"] == kind]
+
+
+def rules_of(role: dict[str, Any]) -> Rules:
+    rules: Rules = {}
+    for rule in role["rules"]:
+        assert set(rule) == {"apiGroups", "resources", "verbs"}, rule
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                rules.setdefault((group, resource), set()).update(rule["verbs"])
+    return rules
+
+
+def container_args(objects: list[dict[str, Any]]) -> list[str]:
+    (deployment,) = only(objects, "Deployment")
+    args: list[str] = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    return args
+
+
+def to_yaml(objects: list[dict[str, Any]]) -> str:
+    return "\n---\n".join(yaml.safe_dump(o) for o in objects)
+
+
+def leader_election_rules(lease: str) -> list[dict[str, Any]]:
+    return [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": [lease],
+            "verbs": ["get", "patch"],
+        },
+    ]
+
+
+# ------------------------------------------------------------------------------- lint, schema
+
+LINT_VARIANTS: dict[str, dict[str, Any]] = {
+    "defaults": {},
+    "watch-namespaces": {"watchNamespaces": ["team-a", "team-b"]},
+    "ha": {"ha.enabled": True, "replicas": 3},
+    "ha-watch-namespaces": {"ha.enabled": True, "replicas": 2, "watchNamespaces": ["team-a"]},
+    "everything-optional": {
+        "defaultResourceTypes.enabled": True,
+        "metrics.serviceMonitor.enabled": True,
+        "metrics.serviceMonitor.scrapeTimeout": "10s",
+        "sessionServiceAccount": "agents",
+        "podSecurityContext.runAsUser": None,
+        "imagePullSecrets": [{"name": "registry"}],
+        "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}],
+    },
+    "no-metrics-no-rbac": {"metrics.enabled": False, "rbac.create": False},
+}
+
+
+@pytest.mark.parametrize("variant", sorted(LINT_VARIANTS))
+def test_helm_lint_passes(helm_bin: Path, variant: str) -> None:
+    proc = helm(helm_bin, "lint", "--strict", str(CHART), *sets(LINT_VARIANTS[variant]))
+    assert "0 chart(s) failed" in proc.stdout, proc.stdout
+
+
+@pytest.mark.parametrize(
+    "key", ["bogus", "image.bogus", "metrics.serviceMonitor.bogus", "ha.leasename"]
+)
+def test_the_values_schema_rejects_unknown_keys(helm_bin: Path, key: str) -> None:
+    leaf = key.rsplit(".", 1)[-1]
+    for command in ("lint", "template"):
+        proc = helm(helm_bin, command, str(CHART), "--set", f"{key}=1", check=False)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode != 0, f"helm {command} accepted the unknown key {key}"
+        assert f"additional properties '{leaf}' not allowed" in out, out
+
+
+def test_the_values_schema_rejects_globbed_namespaces(helm_bin: Path) -> None:
+    proc = helm(helm_bin, "template", str(CHART), *sets({"watchNamespaces": ["team-*"]}),
+                check=False)  # fmt: skip
+    assert proc.returncode != 0
+    assert "/watchNamespaces/0" in proc.stderr, proc.stderr
+
+
+def test_several_replicas_need_ha(helm_bin: Path) -> None:
+    proc = helm(helm_bin, "template", str(CHART), "--set", "replicas=2", check=False)
+    assert proc.returncode != 0
+    assert "replicas=2 needs ha.enabled=true" in proc.stderr, proc.stderr
+
+
+# ------------------------------------------------------------------------------- rendering
+
+
+def test_default_rendering_is_one_standalone_restricted_controller(helm_bin: Path) -> None:
+    objects = render(helm_bin, "bindery", "bindery-system")
+    kinds = sorted(o["kind"] for o in objects)
+    assert kinds == [
+        "ClusterRole", "ClusterRoleBinding", "Deployment", "Service", "ServiceAccount",
+    ]  # fmt: skip
+    assert container_args(objects) == [
+        "--liveness=http://0.0.0.0:8080/healthz",
+        "--metrics-port=9090",
+        "--standalone",
+        "--log-level=INFO",
+    ]
+    (deployment,) = only(objects, "Deployment")
+    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    (container,) = pod["containers"]
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "privileged": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"health": 8080, "metrics": 9090}
+    env = {e["name"]: e for e in container["env"]}
+    assert env["POD_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    (service,) = only(objects, "Service")
+    assert service["spec"]["ports"][0]["targetPort"] == "metrics"
+
+
+def test_watch_namespaces_become_repeated_flags_and_roles(helm_bin: Path) -> None:
+    objects = render(helm_bin, "bindery", "ops", {"watchNamespaces": ["team-a", "team-b"]})
+    args = container_args(objects)
+    assert args[:2] == ["--namespace=team-a", "--namespace=team-b"]
+    roles = {r["metadata"]["namespace"]: r for r in only(objects, "Role")}
+    assert sorted(roles) == ["team-a", "team-b"]
+    bindings = only(objects, "RoleBinding")
+    assert sorted(b["metadata"]["namespace"] for b in bindings) == ["team-a", "team-b"]
+    for binding in bindings:
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": "bindery", "namespace": "ops"}
+        ]
+
+
+def test_ha_renders_leader_election_a_disruption_budget_and_a_rolling_update(
+    helm_bin: Path,
+) -> None:
+    objects = render(helm_bin, "bindery", "ops", {"ha.enabled": True, "replicas": 2})
+    args = container_args(objects)
+    assert "--standalone" not in args
+    assert args[2:5] == [
+        "--leader-elect",
+        "--leader-election-namespace=ops",
+        "--leader-election-id=bindery",
+    ]
+    (pdb,) = only(objects, "PodDisruptionBudget")
+    assert pdb["spec"]["minAvailable"] == 1
+    (deployment,) = only(objects, "Deployment")
+    assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"
+    env = {e["name"]: e for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["POD_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    (role,) = only(objects, "Role")
+    assert (role["metadata"]["name"], role["metadata"]["namespace"]) == (
+        "bindery-leader-election",
+        "ops",
+    )
+    assert role["rules"] == leader_election_rules("bindery")
+    (binding,) = only(objects, "RoleBinding")
+    assert binding["roleRef"]["name"] == "bindery-leader-election"
+    assert not only(render(helm_bin, "bindery", "ops"), "PodDisruptionBudget")
+
+
+def test_default_resource_types_match_the_examples(helm_bin: Path) -> None:
+    assert not only(render(helm_bin, "bindery", "ops"), "ResourceType"), "opt-in only"
+    rendered = only(
+        render(helm_bin, "bindery", "ops", {"defaultResourceTypes.enabled": True}),
+        "ResourceType",
+    )
+    examples = [
+        doc
+        for doc in yaml.safe_load_all(
+            (REPO_ROOT / "examples" / "manifests" / "00-resourcetypes.yaml").read_text()
+        )
+        if doc
+    ]
+
+    def shape(objs: list[dict[str, Any]]) -> dict[str, tuple[list[str], list[str]]]:
+        return {
+            o["metadata"]["name"]: (
+                sorted(o["spec"].get("parentTypes") or []),
+                sorted(o["spec"].get("uriSchemes") or []),
+            )
+            for o in objs
+        }
+
+    assert shape(rendered) == shape(examples)
+    assert sorted(shape(rendered)) == sorted([
+        "github-issue", "github-pull-request", "worktree", "git-checkout", "fs-directory",
+        "axe-worklog", "ding",
+    ])  # fmt: skip
+    assert all(o["spec"]["description"] for o in rendered)
+
+
+def test_rbac_is_exactly_what_the_controller_calls(helm_bin: Path) -> None:
+    objects = render(helm_bin, "bindery", "ops")
+    (cluster_role,) = only(objects, "ClusterRole")
+    rules = rules_of(cluster_role)
+    assert rules == {**CLUSTER_RULES, **NAMESPACED_RULES}
+    for (group, resource), verbs in rules.items():
+        assert "*" not in group + resource
+        assert "*" not in verbs
+
+    # Every kind the controller's API seam knows is covered; a new one needs a rule.
+    kinds = [v for v in vars(api).values() if isinstance(v, api.Kind)]
+    assert kinds
+    for kind in kinds:
+        assert (kind.group, kind.plural) in rules, f"no rule for {kind}"
+
+    scoped = render(helm_bin, "bindery", "ops", {"watchNamespaces": ["team-a"]})
+    (small,) = only(scoped, "ClusterRole")
+    assert rules_of(small) == {**CLUSTER_RULES, **NAMESPACES_RULE}
+    (role,) = only(scoped, "Role")
+    assert rules_of(role) == NAMESPACED_RULES
+
+    # HA adds only the leader-election Role; the other rules are the same.
+    ha = render(helm_bin, "bindery", "ops", {"ha.enabled": True, "replicas": 2})
+    (ha_cluster_role,) = only(ha, "ClusterRole")
+    assert rules_of(ha_cluster_role) == rules
+
+
+# --------------------------------------------------------------------- the real API server
+
+DRY_RUN_VARIANTS: dict[str, dict[str, Any]] = {
+    "defaults": {},
+    "watch-namespace": {"watchNamespaces": [NAMESPACE]},
+    "ha": {"ha.enabled": True, "replicas": 2},
+    "ha-watch-namespace": {"ha.enabled": True, "replicas": 2, "watchNamespaces": [NAMESPACE]},
+    "resource-types": {"defaultResourceTypes.enabled": True},
+}
+
+
+def in_namespace(values: dict[str, Any], namespace: str) -> dict[str, Any]:
+    return {k: ([namespace] if v == [NAMESPACE] else v) for k, v in values.items()}
+
+
+@pytest.mark.parametrize("variant", sorted(DRY_RUN_VARIANTS))
+def test_the_api_server_accepts_the_rendered_chart(
+    cluster: Cluster, crds: list[str], helm_bin: Path, namespace: str, variant: str
+) -> None:
+    values = in_namespace(DRY_RUN_VARIANTS[variant], namespace)
+    objects = render(helm_bin, f"dry-{namespace}", namespace, values)
+    proc = cluster.kubectl(
+        "apply", "--dry-run=server", "--validate=strict", "-f", "-", input=to_yaml(objects)
+    )
+    accepted = [line for line in proc.stdout.splitlines() if "(server dry run)" in line]
+    assert len(accepted) == len(objects), proc.stdout
+
+
+def test_helm_install_and_uninstall_for_real(
+    cluster: Cluster, crds: list[str], helm_bin: Path, namespace: str
+) -> None:
+    release = f"inst-{namespace}"
+    values = {"ha.enabled": True, "replicas": 2, "watchNamespaces": [namespace]}
+    helm(
+        helm_bin, "install", release, str(CHART), "--namespace", namespace, *sets(values),
+        kubeconfig=cluster.kubeconfig,
+    )  # fmt: skip
+    name = f"{release}-bindery"
+    try:
+        deployment = must_get(cluster, "deployment", namespace, name)
+        assert deployment["spec"]["replicas"] == 2
+        must_get(cluster, "poddisruptionbudget", namespace, name)
+        must_get(cluster, "role", namespace, name)
+        must_get(cluster, "role", namespace, f"{name}-leader-election")
+        must_get(cluster, "clusterrole", "", name)
+        status = helm(
+            helm_bin, "status", release, "--namespace", namespace, kubeconfig=cluster.kubeconfig
+        )
+        assert "STATUS: deployed" in status.stdout
+    finally:
+        helm(helm_bin, "uninstall", release, "--namespace", namespace,
+             kubeconfig=cluster.kubeconfig, check=False)  # fmt: skip
+    assert get(cluster, "clusterrole", "", name) is None
+    assert get(cluster, "deployment", namespace, name) is None
+    # Helm never deletes CRDs: the users' objects survive an uninstall.
+    assert get(cluster, "crd", "", "agentspecs.bindery.dev") is not None
+
+
+# ---------------------------------------------------------------------------------- RBAC
+
+
+@dataclass
+class Identity:
+    """A ServiceAccount bound by the chart's RBAC, as the API server sees it."""
+
+    namespace: str
+    name: str
+    release: str
+
+    @property
+    def user(self) -> str:
+        return f"system:serviceaccount:{self.namespace}:{self.name}"
+
+
+@pytest.fixture
+def chart_rbac(
+    cluster: Cluster,
+    crds: list[str],
+    helm_bin: Path,
+    namespace: str,
+    request: pytest.FixtureRequest,
+) -> Iterator[Identity]:
+    """The chart's ServiceAccount and RBAC, created for real (values from the test's param)."""
+    param = getattr(request, "param", {"watchNamespaces": [NAMESPACE]})
+    release = f"rbac-{namespace}"
+    objects = [
+        o
+        for o in render(helm_bin, release, namespace, in_namespace(param, namespace))
+        if o["kind"] in RBAC_KINDS
+    ]
+    (sa,) = only(objects, "ServiceAccount")
+    cluster.kubectl("apply", "-f", "-", input=to_yaml(objects))
+    try:
+        yield Identity(namespace, sa["metadata"]["name"], release)
+    finally:
+        cluster.kubectl(
+            "delete", "clusterrole,clusterrolebinding", f"{release}-bindery",
+            "--ignore-not-found", check=False,
+        )  # fmt: skip
+
+
+def can_i(
+    cluster: Cluster, who: Identity, verb: str, resource: str, *where: str, name: str = ""
+) -> bool:
+    """`kubectl auth can-i` as ``who``; ``resource`` may carry a subresource after '/'."""
+    target, _, sub = resource.partition("/")
+    args = ["auth", "can-i", verb, f"{target}/{name}" if name else target, f"--as={who.user}"]
+    args += where
+    if sub:
+        args.append(f"--subresource={sub}")
+    proc = cluster.kubectl(*args, check=False)
+    answer = proc.stdout.strip()
+    assert answer in ("yes", "no"), f"kubectl {' '.join(args)}: {proc.stdout}{proc.stderr}"
+    return answer == "yes"
+
+
+def _resource_name(group: str, resource: str) -> str:
+    plural, _, sub = resource.partition("/")
+    name = f"{plural}.{group}" if group else plural
+    return f"{name}/{sub}" if sub else name
+
+
+def test_the_service_account_may_do_what_the_controller_needs_and_no_more(
+    cluster: Cluster, chart_rbac: Identity
+) -> None:
+    ns = ["-n", chart_rbac.namespace]
+    refused = [
+        f"{verb} {_resource_name(group, resource)}"
+        for (group, resource), verbs in NAMESPACED_RULES.items()
+        for verb in verbs
+        if not can_i(cluster, chart_rbac, verb, _resource_name(group, resource), *ns)
+    ] + [
+        f"{verb} {_resource_name(group, resource)}"
+        for (group, resource), verbs in {**CLUSTER_RULES, **NAMESPACES_RULE}.items()
+        for verb in verbs
+        if not can_i(cluster, chart_rbac, verb, _resource_name(group, resource))
+    ]
+    assert not refused, f"the chart's RBAC refuses calls the controller makes: {refused}"
+
+    too_wide = [
+        " ".join(check)
+        for check in (
+            ("delete", "agentspecs.bindery.dev", *ns),
+            ("update", "agentspecs.bindery.dev", *ns),  # spec is never written
+            ("create", "agentspecs.bindery.dev", *ns),
+            ("patch", "resources.bindery.dev", *ns),
+            ("patch", "tools.bindery.dev", *ns),
+            ("patch", "resourcetypes.bindery.dev"),
+            ("update", "agentspecs.bindery.dev/status", *ns),
+            ("get", "secrets", *ns),
+            ("list", "secrets", *ns),
+            ("create", "pods", *ns),
+            ("create", "deployments.apps", *ns),
+            ("update", "configmaps", *ns),
+            ("delete", "configmaps", *ns),
+            ("update", "leases.coordination.k8s.io", *ns),
+            ("patch", "leases.coordination.k8s.io", *ns),  # no HA: no leader Lease
+            ("create", "clusterroles.rbac.authorization.k8s.io"),
+            ("create", "rolebindings.rbac.authorization.k8s.io", *ns),
+            ("create", "customresourcedefinitions.apiextensions.k8s.io"),
+            ("delete", "namespaces"),
+            ("list", "agentspecs.bindery.dev", "-n", "default"),  # not a watched namespace
+            ("create", "configmaps", "-n", "kube-system"),
+        )
+        if can_i(cluster, chart_rbac, *check)
+    ]
+    assert not too_wide, f"the chart's RBAC allows more than the controller needs: {too_wide}"
+
+
+@pytest.mark.parametrize(
+    "chart_rbac", [{"ha.enabled": True, "replicas": 2}], indirect=True, ids=["ha"]
+)
+def test_watching_all_namespaces_grants_cluster_wide_and_one_leader_lease(
+    cluster: Cluster, chart_rbac: Identity
+) -> None:
+    everywhere = ["--all-namespaces"]
+    for verb, resource in (
+        ("list", "agentspecs.bindery.dev"),
+        ("watch", "leases.coordination.k8s.io"),
+        ("patch", "agentspecs.bindery.dev/status"),
+        ("create", "statefulsets.apps"),
+    ):
+        assert can_i(cluster, chart_rbac, verb, resource, *everywhere), f"{verb} {resource}"
+    assert can_i(cluster, chart_rbac, "create", "configmaps", "-n", "default")
+    # Leader election: create a Lease, read and renew only the chart's one.
+    ns = ["-n", chart_rbac.namespace]
+    leases = "leases.coordination.k8s.io"
+    lease = f"{chart_rbac.release}-bindery"
+    assert can_i(cluster, chart_rbac, "create", leases, *ns)
+    assert can_i(cluster, chart_rbac, "patch", leases, *ns, name=lease)
+    assert not can_i(cluster, chart_rbac, "patch", leases, *ns, name="someone-elses")
+    assert not can_i(cluster, chart_rbac, "patch", leases, "-n", "default", name=lease)
+    # kopf watching every namespace does not observe namespaces; nothing else is granted.
+    assert not can_i(cluster, chart_rbac, "list", "namespaces")
+    assert not can_i(cluster, chart_rbac, "get", "secrets", *everywhere)
+    assert not can_i(cluster, chart_rbac, "delete", "agentspecs.bindery.dev", *everywhere)
+    assert not can_i(cluster, chart_rbac, "create", "clusterrolebindings.rbac.authorization.k8s.io")
+
+
+# ------------------------------------------------------------ the controller under that RBAC
+
+
+def service_account_kubeconfig(cluster: Cluster, who: Identity, path: Path) -> Path:
+    """A kubeconfig for ``who``: the test cluster's server and CA, a fresh token."""
+    admin = json.loads(cluster.kubeconfig.read_text())
+    token = cluster.kubectl(
+        "create", "token", who.name, "-n", who.namespace, "--duration=1h"
+    ).stdout.strip()
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": admin["clusters"],
+        "users": [{"name": who.name, "user": {"token": token}}],
+        "contexts": [
+            {
+                "name": who.name,
+                "context": {
+                    "cluster": admin["clusters"][0]["name"],
+                    "user": who.name,
+                    "namespace": who.namespace,
+                },
+            }
+        ],
+        "current-context": who.name,
+    }
+    path.write_text(json.dumps(config))
+    return path
+
+
+class ServiceAccountController(ControllerProcess):
+    """``bindery run`` with its own kubeconfig (a ServiceAccount token), name and flags."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        namespace: str,
+        log_dir: Path,
+        *,
+        kubeconfig: Path,
+        flags: list[str],
+        name: str = "controller",
+        ready_lines: tuple[str, ...] = ("controller started",),
+    ) -> None:
+        super().__init__(cluster, namespace, log_dir)
+        self.kubeconfig = kubeconfig
+        self.flags = flags
+        self.name = name
+        self.ready_lines = ready_lines
+
+    @property
+    def log_path(self) -> Path:
+        return self.log_dir / f"{self.name}-{self.starts}.log"
+
+    def start(self) -> ServiceAccountController:
+        self.starts += 1
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(self.kubeconfig),
+            "PYTHONPATH": str(REPO_ROOT),
+            "POD_NAME": self.name,
+            "POD_ID": self.name,
+        }
+        with open(self.log_path, "wb") as out:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable, "-m", "controller", "run",
+                    "--namespace", self.namespace,
+                    "--liveness=", "--metrics-port", "0", "--log-level", "DEBUG",
+                    *self.flags,
+                ],
+                stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO_ROOT,
+            )  # fmt: skip
+        wait_for(
+            lambda: self._alive() and any(x in self.log_path.read_text() for x in self.ready_lines),
+            timeout=60,
+            what=f"the controller to start (log: {self.log_path})",
+        )
+        return self
+
+    def logs(self) -> str:
+        return "".join(
+            p.read_text(errors="replace") for p in sorted(self.log_dir.glob(f"{self.name}-*.log"))
+        )
+
+
+# How a refusal shows in the logs: the controller's ApiError ("HTTP 403 Forbidden: ... is
+# forbidden: User ..."), kopf's APIForbiddenError and its "Not enough permissions" warnings.
+REFUSALS = ("HTTP 403", "Forbidden", " is forbidden", "Not enough permissions")
+
+
+def refusals(logs: str) -> list[str]:
+    return [line for line in logs.splitlines() if any(word in line for word in REFUSALS)]
+
+
+def errors_in(logs: str) -> list[str]:
+    return [line for line in logs.splitlines() if '"level": "error"' in line]
+
+
+def patch_agent(
+    cluster: Cluster, namespace: str, name: str, patch: Any, kind: str = "merge"
+) -> None:
+    cluster.kubectl(
+        "patch", "agentspec", name, "-n", namespace, f"--type={kind}", "-p", json.dumps(patch)
+    )
+
+
+def test_the_controller_works_with_only_the_charts_rbac(
+    cluster: Cluster, chart_rbac: Identity, tmp_path: Path
+) -> None:
+    ns = chart_rbac.namespace
+    kubeconfig = service_account_kubeconfig(cluster, chart_rbac, tmp_path / "sa.kubeconfig")
+    # The token really is the ServiceAccount, and it really is restricted.
+    whoami = subprocess.run(
+        [str(cluster.bin_dir / "kubectl"), f"--kubeconfig={kubeconfig}", "get", "secrets"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert whoami.returncode != 0
+    assert chart_rbac.user in whoami.stderr, whoami.stderr
+
+    controller = ServiceAccountController(
+        cluster, ns, tmp_path, kubeconfig=kubeconfig, flags=["--standalone"]
+    ).start()
+    try:
+        apply_examples(cluster, ns)
+        for name in ("dev", "reviewer"):
+            wait_status(cluster, "agentspec", ns, name, ready, what=f"agent {name} Ready")
+        for name in ("apply-config", "comment-on-issue"):
+            wait_status(cluster, "tool", ns, name, ready)
+        for name in ("shared-config", "tracking-issue"):
+            wait_status(cluster, "resource", ns, name, ready)
+        wait_status(cluster, "resourcetype", "", "worktree", ready)
+        dev_work = "github-issue://example/project/123"
+        hold = must_get(cluster, "lease", ns, hold_name(dev_work))  # a work hold: Lease create
+        assert hold["spec"]["holderIdentity"] == f"{ns}/dev"
+        must_get(cluster, "statefulset", ns, "reviewer-session")  # the session: created
+        must_get(cluster, "configmap", ns, "dev-bindings")  # the bindings: created
+        dev = must_get(cluster, "agentspec", ns, "dev")
+        assert "bindery.dev/work-hold" in dev["metadata"]["finalizers"]  # agent patched
+
+        # Relaunch: the session is patched.
+        patch_agent(cluster, ns, "reviewer", {"spec": {"relaunchGeneration": 2}})
+        wait_status(
+            cluster, "agentspec", ns, "reviewer",
+            lambda o: (o.get("status") or {}).get("observedLaunchGeneration") == 2,
+            what="the reviewer relaunched",
+        )  # fmt: skip
+
+        # Work moves: the old hold is deleted, a new one created, the ConfigMap patched.
+        resources = [r for r in dev["spec"]["resources"] if r["name"] != "work"]
+        next_work = "github-issue://example/project/124"
+        resources.append({"name": "work", "tag": "github-issue", "uri": next_work})
+        patch_agent(cluster, ns, "dev", {"spec": {"resources": resources}})
+        wait_for(
+            lambda: (
+                get(cluster, "lease", ns, hold_name(dev_work)) is None
+                and get(cluster, "lease", ns, hold_name(next_work)) is not None
+            ),
+            what="dev's hold to move to its next work",
+        )
+        wait_status(cluster, "agentspec", ns, "dev", state("Working"))
+
+        # The runtime goes away: the session is deleted.
+        patch_agent(cluster, ns, "reviewer", [{"op": "remove", "path": "/spec/runtime"}], "json")
+        wait_for(
+            lambda: get(cluster, "statefulset", ns, "reviewer-session") is None,
+            what="the reviewer's session to be deleted",
+        )
+
+        # The agent goes away: its hold is released and the finalizer removed.
+        cluster.kubectl("delete", "agentspec", "dev", "-n", ns, "--wait=false")
+        wait_for(
+            lambda: get(cluster, "agentspec", ns, "dev") is None,
+            what="dev to be finalized and deleted",
+        )
+        assert get(cluster, "lease", ns, hold_name(next_work)) is None
+        controller._alive()
+    finally:
+        controller.stop()
+    logs = controller.logs()
+    assert not refusals(logs), "the API server refused the controller:\n" + "\n".join(
+        refusals(logs)[:20]
+    )
+    assert not errors_in(logs), "the controller logged errors:\n" + "\n".join(errors_in(logs))
+
+
+@pytest.mark.parametrize(
+    "chart_rbac",
+    [{"ha.enabled": True, "replicas": 2, "watchNamespaces": [NAMESPACE]}],
+    indirect=True,
+    ids=["ha"],
+)
+def test_two_replicas_elect_one_leader_with_only_the_charts_rbac(
+    cluster: Cluster, helm_bin: Path, chart_rbac: Identity, tmp_path: Path
+) -> None:
+    ns = chart_rbac.namespace
+    values = {"ha.enabled": True, "replicas": 2, "watchNamespaces": [ns]}
+    args = container_args(render(helm_bin, chart_rbac.release, ns, values))
+    election = [a for a in args if a.startswith("--leader-")]
+    lease = f"{chart_rbac.release}-bindery"
+    assert election == [
+        "--leader-elect",
+        f"--leader-election-namespace={ns}",
+        f"--leader-election-id={lease}",
+    ]
+    kubeconfig = service_account_kubeconfig(cluster, chart_rbac, tmp_path / "sa.kubeconfig")
+    replicas = [
+        ServiceAccountController(
+            cluster, ns, tmp_path, kubeconfig=kubeconfig, flags=election, name=f"replica-{i}",
+            ready_lines=("waiting to lead", "controller started"),
+        ).start()
+        for i in (1, 2)
+    ]  # fmt: skip
+    try:
+        apply_examples(cluster, ns)
+        for name in ("dev", "reviewer"):
+            wait_status(cluster, "agentspec", ns, name, ready, what=f"agent {name} Ready")
+        leaders = [r for r in replicas if "became the leader" in r.logs()]
+        assert len(leaders) == 1, "exactly one replica leads"
+        holder = must_get(cluster, "lease", ns, lease)["spec"]["holderIdentity"]
+        assert holder.startswith(leaders[0].name)
+    finally:
+        for replica in replicas:
+            replica.stop()
+    for replica in replicas:
+        logs = replica.logs()
+        assert not refusals(logs), f"{replica.name} was refused:\n" + "\n".join(refusals(logs))
+        assert not errors_in(logs), f"{replica.name} logged errors:\n" + "\n".join(errors_in(logs))
+    (follower,) = [r for r in replicas if r is not leaders[0]]
+    assert '"event": "reconciled"' not in follower.logs(), "the follower stands by"
