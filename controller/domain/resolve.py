@@ -81,6 +81,7 @@ def _bound_resource(resource: ResourceObject, alias: str | None = None) -> Bound
         name=meta.name,
         namespace=meta.namespace,
         uid=meta.uid,
+        attributes=dict(spec.attributes),
     )
 
 

@@ -38,6 +38,9 @@ class BoundResource(ResultModel):
     name: str = ""
     namespace: str = ""
     uid: str = ""
+    attributes: dict[str, str] = Field(default_factory=dict)
+    """The registered Resource's free-form attributes: delivered to the session, not shown in
+    status (status says what is bound; the session needs what it is)."""
 
 
 class Candidate(ResultModel):

@@ -69,7 +69,9 @@ def merge_conditions(
 
 
 def _resource(resource: BoundResource) -> dict[str, Any]:
-    return resource.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+    return resource.model_dump(
+        mode="json", by_alias=True, exclude_defaults=True, exclude={"attributes"}
+    )
 
 
 def _ref(key: str) -> dict[str, str]:
@@ -77,7 +79,7 @@ def _ref(key: str) -> dict[str, str]:
     return {"namespace": namespace, "name": name}
 
 
-def _bindings(resolution: AgentResolution) -> list[dict[str, Any]]:
+def binding_rows(resolution: AgentResolution) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for d in resolution.direct:
         row: dict[str, Any] = {
@@ -207,7 +209,7 @@ def agent_status(
         "observedGeneration": generation,
         "state": state,
         "bindingsConfigMap": config_map,
-        "bindings": _bindings(resolution),
+        "bindings": binding_rows(resolution),
     }
     if resolution.missing_tools:
         status["missingTools"] = list(resolution.missing_tools)

@@ -31,6 +31,7 @@ from controller.domain.results import (
     DirectResult,
     SlotResult,
 )
+from controller.domain.status import binding_rows
 
 URI = "github-issue://example/project/123"
 SRC = "file:///src/project"
@@ -297,3 +298,13 @@ def test_without_work_removes_the_uri_under_any_binding_name() -> None:
 
 def test_bindings_file_name() -> None:
     assert BINDINGS_FILE == "bindings.json"
+
+
+def test_a_resources_attributes_are_delivered_to_the_session_but_not_shown_in_status() -> None:
+    attributed = SRC_RES.model_copy(update={"attributes": {"branch": "main"}})
+    res = AgentResolution(agent="team/dev", slots=[slot("fmt", "repo", attributed)])
+    delivered = doc(False, res)["tools"][0]["slots"][0]["resource"]
+    assert delivered["attributes"] == {"branch": "main"}
+    shown = binding_rows(res)[0]["resource"]
+    assert "attributes" not in shown
+    assert shown["uri"] == SRC

@@ -1,0 +1,140 @@
+"""ResourceType closures, cycles, unknown parents, and type compatibility."""
+
+from __future__ import annotations
+
+import pytest
+
+from controller.domain.registry import Registry
+from controller.domain.types import TypeGraph
+from tests.unit.domain_objects import registry_of, rtype
+
+
+def graph(*types: tuple[str, ...]) -> TypeGraph:
+    """A graph from ``(name, *parents)`` tuples."""
+    g = TypeGraph()
+    for name, *parents in types:
+        g.upsert(rtype(name, *parents))
+    return g
+
+
+def test_ancestors_follow_parents_transitively_and_exclude_the_type_itself() -> None:
+    g = graph(("fs-directory", "git-checkout"), ("git-checkout", "vcs"), ("vcs",))
+    closure = g.closure("fs-directory")
+    assert closure.ancestors == {"git-checkout", "vcs"}
+    assert closure.cycle == ()
+    assert closure.unknown_parents == ()
+    assert closure.ancestors_text == "git-checkout, vcs"
+
+
+def test_a_diamond_counts_each_ancestor_once() -> None:
+    g = graph(("leaf", "left", "right"), ("left", "root"), ("right", "root"), ("root",))
+    assert g.closure("leaf").ancestors == {"left", "right", "root"}
+
+
+def test_a_root_has_no_ancestors() -> None:
+    closure = graph(("root",)).closure("root")
+    assert closure.ancestors == frozenset()
+    assert closure.ancestors_text == "none"
+
+
+def test_a_self_loop_is_a_cycle_of_one() -> None:
+    closure = graph(("a", "a")).closure("a")
+    assert closure.cycle == ("a", "a")
+    assert closure.ancestors == frozenset()
+
+
+def test_a_cycle_is_reported_as_the_shortest_path_back() -> None:
+    g = graph(("a", "b", "x"), ("b", "c"), ("c", "a"), ("x", "a"))
+    assert g.closure("a").cycle == ("a", "x", "a")
+    assert g.closure("b").cycle == ("b", "c", "a", "b")
+    assert g.closure("a").ancestors == {"b", "c", "x"}
+
+
+def test_a_type_on_a_cycle_keeps_a_finite_usable_ancestor_set() -> None:
+    g = graph(("a", "b"), ("b", "a", "top"), ("top",))
+    assert g.closure("a").ancestors == {"b", "top"}
+    assert g.compatible("a", "top")
+    assert g.compatible("b", "a")
+
+
+def test_a_type_reaching_a_cycle_is_not_on_it() -> None:
+    closure = graph(("leaf", "a"), ("a", "b"), ("b", "a")).closure("leaf")
+    assert closure.cycle == ()
+    assert closure.ancestors == {"a", "b"}
+
+
+def test_unknown_parents_are_reported_also_when_reached_through_ancestors() -> None:
+    g = graph(("leaf", "mid", "ghost"), ("mid", "phantom"))
+    closure = g.closure("leaf")
+    assert closure.ancestors == {"mid"}
+    assert closure.unknown_parents == ("ghost", "phantom")
+
+
+def test_descendants_are_the_types_that_reach_a_type() -> None:
+    g = graph(("leaf", "mid"), ("mid", "root"), ("other", "root"), ("root",), ("alone",))
+    assert g.descendants("root") == {"leaf", "mid", "other"}
+    assert g.descendants("leaf") == set()
+    assert g.descendants("ghost") == set()
+
+
+def test_a_parent_change_invalidates_the_closures_of_the_type_and_its_descendants() -> None:
+    g = graph(("leaf", "mid"), ("mid",), ("root",))
+    assert g.closure("leaf").ancestors == {"mid"}
+    g.upsert(rtype("mid", "root"))
+    assert g.closure("leaf").ancestors == {"mid", "root"}
+    g.delete("mid")
+    assert g.closure("leaf").ancestors == frozenset()
+    assert g.closure("leaf").unknown_parents == ("mid",)
+
+
+def test_registering_a_missing_parent_completes_its_childrens_closures() -> None:
+    g = graph(("leaf", "late"))
+    assert g.closure("leaf").unknown_parents == ("late",)
+    g.upsert(rtype("late"))
+    assert g.closure("leaf").ancestors == {"late"}
+    assert g.closure("leaf").unknown_parents == ()
+
+
+def test_deleting_an_unknown_type_is_a_no_op() -> None:
+    g = graph(("a",))
+    g.delete("ghost")
+    assert list(g) == ["a"]
+
+
+def test_compatible_means_the_same_type_or_an_ancestor() -> None:
+    g = graph(("fs-directory", "git-checkout"), ("git-checkout",), ("issue",))
+    assert g.compatible("fs-directory", "fs-directory")
+    assert g.compatible("fs-directory", "git-checkout")
+    assert not g.compatible("git-checkout", "fs-directory")
+    assert not g.compatible("issue", "git-checkout")
+
+
+def test_an_unregistered_type_is_compatible_with_nothing_not_even_itself() -> None:
+    g = graph(("known",))
+    assert g.stands_for("ghost") == frozenset()
+    assert not g.compatible("ghost", "ghost")
+    assert g.stands_for("known") == {"known"}
+
+
+def test_incompatibility_explains_with_the_ancestors() -> None:
+    g = graph(("fs-directory", "vcs"), ("vcs",), ("git-checkout",))
+    assert g.incompatibility("fs-directory", "git-checkout") == (
+        "type 'fs-directory' is not compatible with 'git-checkout' (ancestors: vcs)"
+    )
+    assert g.incompatibility("fs-directory", "vcs") == ""
+    assert g.incompatibility("ghost", "vcs") == "type 'ghost' is not a registered ResourceType"
+
+
+def test_the_registry_reports_closures_sorted() -> None:
+    registry = registry_of(rtype("c", "b", "zz", "aa"), rtype("b", "a"), rtype("a", "c"))
+    closure = registry.closure("c")
+    assert closure.name == "c"
+    assert closure.ancestors == ["a", "b"]
+    assert closure.cycle == ["c", "b", "a", "c"]
+    assert closure.unknown_parents == ["aa", "zz"]
+    assert registry.resource_type("a") == rtype("a", "c")
+
+
+def test_the_closure_of_an_unknown_type_is_a_key_error() -> None:
+    with pytest.raises(KeyError):
+        Registry().closure("ghost")
