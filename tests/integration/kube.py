@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from tests.conftest import Cluster, wait_for
+from tests.conftest import Cluster, audit_mark, controller_writes, wait_for
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO_ROOT / "examples" / "manifests"
@@ -131,3 +132,14 @@ def agent(
 
 def work(uri: str, tag: str = "github-issue") -> dict[str, str]:
     return {"name": "work", "tag": tag, "uri": uri}
+
+
+def settle(cluster: Cluster, namespace: str, quiet: float = 2.0, timeout: float = 30.0) -> None:
+    """Wait until the controller has made no write in ``namespace`` for ``quiet`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        mark = audit_mark(cluster)
+        time.sleep(quiet)
+        if not controller_writes(cluster, namespace, mark):
+            return
+    raise AssertionError(f"the controller kept writing in {namespace} for {timeout}s")

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from types import TracebackType
 from typing import Any
 
 from kubernetes import client, watch
 
-from tests.conftest import Cluster, audit_mark, controller_writes, wait_for
+from tests.conftest import Cluster, wait_for
 from tests.integration.kube import EXAMPLES, condition, get
 
 AGENT_LABEL = "bindery.dev/agent"
@@ -188,17 +187,6 @@ def drifted(obj: dict[str, Any]) -> bool:
         st.get("observedGeneration") == obj["metadata"]["generation"]
         and condition(obj, "RelaunchRequired").get("status") == "True"
     )
-
-
-def settle(cluster: Cluster, namespace: str, quiet: float = 2.0, timeout: float = 30.0) -> None:
-    """Wait until the controller has made no write in ``namespace`` for ``quiet`` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        mark = audit_mark(cluster)
-        time.sleep(quiet)
-        if not controller_writes(cluster, namespace, mark):
-            return
-    raise AssertionError(f"the controller kept writing in {namespace} for {timeout}s")
 
 
 def events(cluster: Cluster, namespace: str, name: str, reason: str) -> int:

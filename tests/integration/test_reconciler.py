@@ -17,22 +17,12 @@ from tests.integration.kube import (
     get,
     must_get,
     ready,
+    settle,
     state,
     wait_status,
 )
 
 pytestmark = pytest.mark.integration
-
-
-def settle(cluster: Cluster, namespace: str, quiet: float = 2.0, timeout: float = 30.0) -> None:
-    """Wait until the controller has made no write in ``namespace`` for ``quiet`` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        mark = audit_mark(cluster)
-        time.sleep(quiet)
-        if not controller_writes(cluster, namespace, mark):
-            return
-    raise AssertionError(f"the controller kept writing in {namespace} for {timeout}s")
 
 
 def test_examples_reach_ready_and_bindings_are_delivered(

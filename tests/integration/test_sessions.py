@@ -23,6 +23,7 @@ from tests.integration.kube import (
     get,
     must_get,
     ready,
+    settle,
     wait_status,
 )
 from tests.integration.sessions_helpers import (
@@ -51,7 +52,6 @@ from tests.integration.sessions_helpers import (
     runtime,
     session_name,
     session_workloads,
-    settle,
     statefulset,
     terminating,
     tool,
