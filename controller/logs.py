@@ -51,3 +51,6 @@ def configure(level: str = "INFO", *, json: bool | None = None) -> None:
     # The Kubernetes client logs every request at DEBUG; keep it quiet unless asked.
     logging.getLogger("kubernetes").setLevel(max(logging.INFO, root.level))
     logging.getLogger("urllib3").setLevel(logging.WARNING)
+    # kopf says "Handler ... succeeded" for every watch event; our handlers only feed the
+    # controller's intake, which logs what matters. Failures (ERROR) still come through.
+    logging.getLogger("kopf.objects").setLevel(logging.WARNING)

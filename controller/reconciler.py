@@ -166,6 +166,7 @@ class Controller:
         self.session_service_account = session_service_account
         self._tasks: list[asyncio.Task[None]] = []
         self._states: dict[str, str] = {}
+        self._event_tasks: set[asyncio.Task[None]] = set()
         self._binding_counts: dict[str, dict[str, int]] = {}
 
     # ================================================================== intake (watch events)
@@ -341,6 +342,8 @@ class Controller:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
+        if self._event_tasks:  # let events already on their way arrive
+            await asyncio.wait(self._event_tasks, timeout=5)
 
     async def _worker(self, index: int) -> None:
         while True:
@@ -419,8 +422,18 @@ class Controller:
             cache[key] = written
         return True
 
-    async def _event(
+    def _event(
         self, body: dict[str, Any], kind: str, reason: str, note: str, warning: bool = False
+    ) -> None:
+        """Post an Event in the background: a pass never waits for (or fails on) one."""
+        task = asyncio.get_running_loop().create_task(
+            self._post_event(body, kind, reason, note, warning)
+        )
+        self._event_tasks.add(task)
+        task.add_done_callback(self._event_tasks.discard)
+
+    async def _post_event(
+        self, body: dict[str, Any], kind: str, reason: str, note: str, warning: bool
     ) -> None:
         md = body.get("metadata") or {}
         ns = md.get("namespace") or "default"
@@ -485,7 +498,7 @@ class Controller:
             )
         changed = await self._write_status("tool", key, body, new)
         if changed and _ready(new) != _ready(old) and not _ready(new):
-            await self._event(body, "Tool", "InvalidStaticSlot", _ready_message(new), True)
+            self._event(body, "Tool", "InvalidStaticSlot", _ready_message(new), True)
         return changed
 
     async def reconcile_resource(self, key: str, body: dict[str, Any]) -> bool:
@@ -554,7 +567,7 @@ class Controller:
         )
         changed = await self._write_status("agent", key, body, new)
         if changed:
-            await self._agent_events(body, old, new, launched_now)
+            self._agent_events(body, old, new, launched_now)
         self._count(key, new.get("state"), status.binding_counts(resolution))
         return changed or writes
 
@@ -814,7 +827,7 @@ class Controller:
 
     # ------------------------------------------------------------------ events and metrics
 
-    async def _agent_events(
+    def _agent_events(
         self,
         body: dict[str, Any],
         old: dict[str, Any],
@@ -823,7 +836,7 @@ class Controller:
     ) -> None:
         before, after = old.get("state"), new.get("state")
         if launched is not None:
-            await self._event(
+            self._event(
                 body,
                 "AgentSpec",
                 "Launched" if launched is LaunchAction.LAUNCH else "Relaunched",
@@ -834,14 +847,14 @@ class Controller:
             return
         message = _ready_message(new)
         if after == status.ERROR_STATE:
-            await self._event(body, "AgentSpec", "BindingError", message, warning=True)
+            self._event(body, "AgentSpec", "BindingError", message, warning=True)
         elif after == WorkState.WAITING.value:
-            await self._event(body, "AgentSpec", "WaitingForWork", message)
+            self._event(body, "AgentSpec", "WaitingForWork", message)
         elif after == WorkState.WORKING.value:
             uri = (new.get("work") or {}).get("uri", "")
-            await self._event(body, "AgentSpec", "AcquiredWork", f"holds work URI {uri!r}")
+            self._event(body, "AgentSpec", "AcquiredWork", f"holds work URI {uri!r}")
         elif before in (None, status.ERROR_STATE):
-            await self._event(body, "AgentSpec", "Bound", message)
+            self._event(body, "AgentSpec", "Bound", message)
 
     def _count(self, key: str, state: str | None, bindings: dict[str, int]) -> None:
         """Keep the by-state gauges current by difference, without scanning every agent."""
