@@ -853,7 +853,7 @@ class Controller:
         elif after == WorkState.WORKING.value:
             uri = (new.get("work") or {}).get("uri", "")
             self._event(body, "AgentSpec", "AcquiredWork", f"holds work URI {uri!r}")
-        elif before in (None, status.ERROR_STATE):
+        elif before == status.ERROR_STATE:  # a new agent says it in its Ready condition
             self._event(body, "AgentSpec", "Bound", message)
 
     def _count(self, key: str, state: str | None, bindings: dict[str, int]) -> None:

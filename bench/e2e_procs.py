@@ -1,0 +1,281 @@
+"""The processes the end-to-end benchmark starts: the controller and the baseline client.
+
+Both are started the same way (``python -m ...`` with the cluster's kubeconfig), their spawn
+instant is the start of the clock, and their RSS and CPU time are read through psutil
+(/proc/<pid>/status and /proc/<pid>/stat).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import suppress
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Self
+
+import psutil
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Proc:
+    """A child process whose clock starts at its spawn."""
+
+    name = "process"
+
+    def __init__(
+        self, argv: list[str], kubeconfig: str, log_path: Path, src: Path = REPO_ROOT
+    ) -> None:
+        self.src = src
+        self.argv = argv
+        self.kubeconfig = kubeconfig
+        self.log_path = log_path
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.spawned_at = 0.0  # time.monotonic()
+        self.spawned_wall = 0.0  # time.time()
+        self.ps: psutil.Process | None = None
+
+    def start(self) -> Self:
+        env = {**os.environ, "KUBECONFIG": self.kubeconfig, "PYTHONPATH": str(self.src)}
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "wb") as out:
+            self.spawned_wall = time.time()
+            self.spawned_at = time.monotonic()
+            self.proc = subprocess.Popen(
+                [sys.executable, *self.argv],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                cwd=self.src,
+            )
+        self.ps = psutil.Process(self.proc.pid)
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def check(self) -> None:
+        if not self.alive():
+            tail = self.log_path.read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"the {self.name} exited; last lines of {self.log_path}:\n{tail}")
+
+    def rss_mib(self) -> float:
+        assert self.ps is not None
+        return float(self.ps.memory_info().rss) / 2**20
+
+    def hwm_mib(self) -> float:
+        """Peak RSS (VmHWM) so far."""
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def cpu_seconds(self) -> float:
+        assert self.ps is not None
+        t = self.ps.cpu_times()
+        return float(t.user + t.system)
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+
+class ControllerProc(Proc):
+    name = "controller"
+
+    def __init__(
+        self,
+        kubeconfig: str,
+        namespace: str,
+        log_path: Path,
+        log_level: str = "INFO",
+        src: Path = REPO_ROOT,
+    ) -> None:
+        self.metrics_port = free_port()
+        super().__init__(
+            [
+                "-m",
+                "controller",
+                "run",
+                "--standalone",
+                "--namespace",
+                namespace,
+                "--liveness=",
+                "--metrics-port",
+                str(self.metrics_port),
+                "--log-level",
+                log_level,
+            ],
+            kubeconfig,
+            log_path,
+            src,
+        )
+
+    def metrics(self) -> dict[str, float]:
+        """The controller's Prometheus counters and gauges (samples without labels summed)."""
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            text = resp.read().decode()
+        out: dict[str, float] = {}
+        for line in text.splitlines():
+            if not line or line.startswith("#"):
+                continue
+            m = re.match(r"^([a-zA-Z_:]+)(\{[^}]*\})?\s+(\S+)$", line)
+            if m:
+                out[m.group(1) + (m.group(2) or "")] = float(m.group(3))
+        return out
+
+    def reconciles(self) -> tuple[float, float] | None:
+        """(reconcile passes so far, queue depth), or None while the endpoint is not up."""
+        try:
+            m = self.metrics()
+        except OSError:
+            return None
+        total = sum(v for k, v in m.items() if k.startswith("bindery_reconciles_total{"))
+        return total, m.get("bindery_queue_depth", 0.0)
+
+    def started_at(self) -> float | None:
+        """Seconds from spawn to the "controller started" log line (after its initial LIST)."""
+        with suppress(OSError):
+            for line in self.log_path.read_text(errors="replace").splitlines():
+                if "controller started" in line:
+                    with suppress(ValueError):
+                        stamp = json.loads(line).get("timestamp", "")
+                        wall = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+                        return wall - self.spawned_wall
+        return None
+
+    def started_agents(self) -> int | None:
+        with suppress(OSError):
+            for line in self.log_path.read_text(errors="replace").splitlines():
+                if "controller started" in line:
+                    with suppress(ValueError):
+                        return int(json.loads(line).get("agents"))
+        return None
+
+
+class BaselineProc(Proc):
+    name = "baseline client"
+
+    def __init__(self, kubeconfig: str, namespace: str, log_path: Path, workers: int = 8) -> None:
+        super().__init__(
+            [
+                "-m",
+                "bench.e2e_baseline",
+                "--kubeconfig",
+                kubeconfig,
+                "--namespace",
+                namespace,
+                "--workers",
+                str(workers),
+            ],
+            kubeconfig,
+            log_path,
+        )
+
+
+@dataclass
+class Settled:
+    """How a controller start went: when it had reconciled everything and gone quiet."""
+
+    reconciled_s: float
+    """Spawn -> the reconcile counter reached its final value (queue empty)."""
+    quiet_s: float
+    """Spawn -> the start of the final stretch with CPU below the quiet threshold."""
+    passes: float
+    cpu_s: float
+    """CPU seconds the process used from spawn to quiet."""
+
+    @property
+    def settled_s(self) -> float:
+        return max(self.reconciled_s, self.quiet_s)
+
+
+def wait_settled(
+    ctl: ControllerProc,
+    min_passes: int,
+    *,
+    quiet_window: float = 3.0,
+    cpu_quiet: float = 0.10,
+    timeout: float = 600.0,
+    interval: float = 0.1,
+) -> Settled:
+    """Poll the controller's metrics and CPU until it has made at least ``min_passes`` reconcile
+    passes, its queue is empty, the pass counter has not moved for ``quiet_window`` seconds and
+    its CPU use over that window is below ``cpu_quiet`` (a fraction of one core)."""
+    samples: list[tuple[float, float, float, float]] = []  # (t, passes, depth, cpu)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ctl.check()
+        now = time.monotonic()
+        got = ctl.reconciles()
+        cpu = ctl.cpu_seconds()
+        if got is not None:
+            samples.append((now, got[0], got[1], cpu))
+            passes = got[0]
+            window = [s for s in samples if s[0] >= now - quiet_window]
+            old = window[0]
+            if (
+                passes >= min_passes
+                and got[1] == 0
+                and now - samples[0][0] >= quiet_window
+                and old[0] <= now - quiet_window + 2 * interval
+                and old[1] == passes
+                and (cpu - old[3]) < cpu_quiet * (now - old[0])
+            ):
+                return _settled(ctl, samples, cpu_quiet, interval)
+        time.sleep(interval)
+    raise TimeoutError(f"the controller did not settle in {timeout} s (samples: {samples[-3:]})")
+
+
+def _settled(
+    ctl: ControllerProc,
+    samples: list[tuple[float, float, float, float]],
+    cpu_quiet: float,
+    dt: float,
+) -> Settled:
+    final = samples[-1][1]
+    reconciled = next(s[0] for s in samples if s[1] >= final)
+    # the quiet stretch: walk back while each ~0.5 s step used little CPU
+    quiet = samples[-1][0]
+    step = max(1, round(0.5 / dt))
+    i = len(samples) - 1
+    while i - step >= 0:
+        a, b = samples[i - step], samples[i]
+        if b[3] - a[3] >= cpu_quiet * (b[0] - a[0]):
+            break
+        quiet = a[0]
+        i -= step
+    return Settled(
+        reconciled_s=reconciled - ctl.spawned_at,
+        quiet_s=quiet - ctl.spawned_at,
+        passes=final,
+        cpu_s=samples[-1][3],
+    )
