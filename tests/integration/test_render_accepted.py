@@ -15,20 +15,12 @@ from controller.authoring.convert import export, render
 from controller.authoring.manifests import dump_yaml
 from controller.domain.models import AgentSpecSpec, ResourceSpec, ResourceTypeSpec, ToolSpec
 from tests.conftest import Cluster
+from tests.unit.test_authoring import SEED_AGENT  # the source document, verbatim
 
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 
-# The agent document of the source, verbatim.
-SEED_AGENT = """\
-agent "dev" {
-  resource "work" _tag="github-issue" uri="github-issue://example/project/123"
-  resource "source" _tag="worktree" uri="worktree://example/project/change"
-  resource "worklog" _tag="axe-worklog" uri="axe-worklog://example/project/123"
-  resource "delivery" _tag="ding" uri="ding://example/dev"
-}
-"""
 
 # Every part of the extension, so the CRD schema is exercised field by field.
 EXTENDED = """\
