@@ -663,9 +663,13 @@ class Controller:
                 raise
             return  # it changed under us: the next pass sees the new state
         metrics.API_WRITES.labels("leases", "delete").inc()
+        # While the delete was in flight its watch event may already have let another agent
+        # create the next hold under the same name: forget only the incarnation we deleted.
         body = self.observed.hold_bodies.get(f"{ns}/{hold.name}")
-        if body is not None:
+        if body is not None and (body.get("metadata") or {}).get("uid") == hold.uid:
             self.observe_owned(LEASES, body, deleted=True)
+        else:
+            self.observed.tombstones.add(hold.uid)
         log.info("released work", agent=hold.holder, uri=hold.uri)
 
     async def _ensure_finalizer(self, key: str, body: dict[str, Any], *, present: bool) -> None:

@@ -160,3 +160,27 @@ def test_tombstones_forget_the_oldest_beyond_capacity() -> None:
     assert "a" not in t
     assert "b" in t
     assert "c" in t
+
+
+class _DeletesAfterAnotherCreate:
+    """Stands in for the API during one delete whose watch events overtake its response."""
+
+    def __init__(self, c: Controller) -> None:
+        self.c = c
+
+    async def delete(self, *_: Any, **__: Any) -> bool:
+        # While the DELETE is in flight: its event arrives and zed creates the next hold.
+        self.c.observe_owned(LEASES, hold(71, holder="a", uid="lease-1"), deleted=True)
+        self.c.observe_owned(LEASES, hold(72, holder="zed", uid="lease-2"))
+        return True
+
+
+async def test_releasing_a_hold_never_forgets_the_next_holders_hold_of_the_same_name() -> None:
+    c = controller()
+    c.observe_owned(LEASES, hold(70, holder="a", uid="lease-1"))
+    released = c.observed.holds[(NS, "gh://1")]
+    c.api = _DeletesAfterAnotherCreate(c)  # type: ignore[assignment]
+    await c._release(released)
+    assert c.observed.holds[(NS, "gh://1")].holder == f"{NS}/zed"
+    assert c.observed.holds_of.get("zed-uid") == {(NS, "gh://1")}
+    assert "lease-1" in c.observed.tombstones
