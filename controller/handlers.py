@@ -1,13 +1,16 @@
 """kopf glue: watch events in, nothing else.
 
 Every handler is an ``on.event`` handler that hands the object to the controller's intake and
-returns. kopf therefore keeps no progress or diff-base annotations on user objects: the only
-thing the controller writes on them is ``status`` (and, while an agent holds a work URI, one
-finalizer).
+returns, so kopf keeps no progress or diff-base annotations on user objects: the only thing the
+controller writes on them is ``status`` (and, while an agent holds a work URI, one finalizer).
+
+The handlers are coroutines on purpose: kopf runs a plain function in a thread pool, and the
+intake (caches, registry, work queue) belongs to the event loop's thread alone.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import kopf
@@ -29,7 +32,7 @@ def _deleted(event: dict[str, Any]) -> bool:
 
 
 def _observe(kind: ItemKind):  # type: ignore[no-untyped-def]
-    def handler(event: dict[str, Any], memo: Any, **_: Any) -> None:
+    async def handler(event: dict[str, Any], memo: Any, **_: Any) -> None:
         _controller(memo).observe(kind, event["object"], deleted=_deleted(event))
 
     handler.__name__ = f"observe_{kind}"
@@ -37,7 +40,7 @@ def _observe(kind: ItemKind):  # type: ignore[no-untyped-def]
 
 
 def _observe_owned(kind: api.Kind):  # type: ignore[no-untyped-def]
-    def handler(event: dict[str, Any], memo: Any, **_: Any) -> None:
+    async def handler(event: dict[str, Any], memo: Any, **_: Any) -> None:
         _controller(memo).observe_owned(kind, event["object"], deleted=_deleted(event))
 
     handler.__name__ = f"observe_{kind.plural}"
@@ -74,6 +77,26 @@ def register(registry: kopf.OperatorRegistry) -> None:
         )(_observe_owned(ref))
 
 
+class NoDiffBase(kopf.DiffBaseStorage):
+    """A diff base that keeps nothing: Bindery registers no change-detecting handlers.
+
+    kopf builds every event's diff base (a deep copy of the body) for ``on.create``/``on.update``
+    handlers. The intake compares resourceVersions itself, so that copy would be pure cost on
+    every event, the controller's own write echoes included.
+    """
+
+    def build(
+        self, *, body: kopf.Body, extra_fields: Iterable[Any] | None = None
+    ) -> kopf.BodyEssence:
+        return kopf.BodyEssence()
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        return None
+
+
 def configure_watching(settings: kopf.OperatorSettings) -> None:
     """Explicit watch timeouts (silent watches are the classic kopf failure) and server-side
     label selectors, so only the objects Bindery owns are streamed for the built-in kinds."""
@@ -83,5 +106,9 @@ def configure_watching(settings: kopf.OperatorSettings) -> None:
     settings.watching.reconnect_backoff = 1.0
     for ref in OWNED:
         settings.watching.label_selectors[ref.plural] = OWNED_SELECTOR
+    # kopf keeps one task per object until it has been idle this long; a restart lists every
+    # object at once, so the default (5 s) holds a task and its last body for each of them.
+    settings.queueing.idle_timeout = 0.5
+    settings.persistence.diffbase_storage = NoDiffBase()
     settings.posting.level = 40  # logging.ERROR: kopf's own events only for real failures
     settings.networking.error_backoffs = [1, 2, 5, 10, 30]

@@ -118,15 +118,16 @@ class KubeApi:
         query = [*(query or []), ("fieldManager", FIELD_MANAGER)] if method != "GET" else query
         if method == "DELETE":
             query = None
-        serialized = self._client.param_serialize(
+        # The body is plain JSON already: it goes straight to json.dumps, without the client's
+        # model sanitizer walking it once more.
+        method, url, headers, _, post_params = self._client.param_serialize(
             method,
             path,
             query_params=query,
             header_params=headers,
-            body=body,
             auth_settings=["BearerToken"],
         )
-        response = self._client.call_api(*serialized, _request_timeout=(5, 30))
+        response = self._client.call_api(method, url, headers, body, post_params, (5, 30))
         raw = response.read()
         data = json.loads(raw) if raw else {}
         if not 200 <= response.status < 300:

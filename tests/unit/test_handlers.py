@@ -1,0 +1,89 @@
+"""The kopf glue: what it registers, and how its handlers reach the intake."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+from typing import Any
+
+import kopf
+import pytest
+
+from controller import handlers
+from controller.k8s import api
+from controller.operator import Options, build_registry
+
+
+def _registry() -> kopf.OperatorRegistry:
+    return build_registry(Options(namespaces=[]), asyncio.Event())
+
+
+def test_every_watched_and_owned_kind_has_one_event_handler() -> None:
+    watching = _registry()._watching.get_all_handlers()
+    plurals = sorted(str(h.selector.plural) for h in watching if h.selector)
+    expected = sorted(
+        [ref.plural for _, ref in handlers.WATCHED] + [r.plural for r in handlers.OWNED]
+    )
+    assert plurals == expected
+
+
+def test_handlers_are_coroutines_so_the_intake_runs_on_the_event_loop() -> None:
+    # kopf runs a plain function in its thread pool, racing the workers on the loop's thread.
+    for handler in _registry()._watching.get_all_handlers():
+        assert inspect.iscoroutinefunction(handler.fn), handler.id
+
+
+def test_no_handler_needs_a_diff_base() -> None:
+    """NoDiffBase is only sound while no change-detecting handler is registered."""
+    registry = _registry()
+    assert not registry._changing.get_all_handlers()
+    assert not registry._spawning.get_all_handlers()
+    assert not registry._indexing.get_all_handlers()
+
+
+def test_no_diff_base_copies_nothing() -> None:
+    storage = handlers.NoDiffBase()
+    body = kopf.Body({"metadata": {"name": "a"}, "spec": {"tools": [{"name": "t"}]}})
+    assert storage.build(body=body) == {}
+    assert storage.fetch(body=body) is None
+
+
+def test_configure_watching_selects_only_owned_objects_and_drops_the_diff_base() -> None:
+    settings = kopf.OperatorSettings()
+    handlers.configure_watching(settings)
+    assert isinstance(settings.persistence.diffbase_storage, handlers.NoDiffBase)
+    for ref in handlers.OWNED:
+        assert settings.watching.label_selectors[ref.plural] == handlers.OWNED_SELECTOR
+    assert settings.watching.server_timeout is not None
+    assert settings.watching.client_timeout is not None
+
+
+class _Intake:
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str, bool, int]] = []
+
+    def observe(self, kind: str, body: dict[str, Any], deleted: bool = False) -> None:
+        self.seen.append((kind, body["metadata"]["name"], deleted, threading.get_ident()))
+
+    def observe_owned(self, kind: api.Kind, body: dict[str, Any], deleted: bool = False) -> None:
+        self.seen.append((kind.plural, body["metadata"]["name"], deleted, threading.get_ident()))
+
+
+@pytest.mark.parametrize("event_type", ["ADDED", "MODIFIED", None, "DELETED"])
+async def test_a_handler_hands_the_event_to_the_intake_on_the_loop_thread(
+    event_type: str | None,
+) -> None:
+    intake = _Intake()
+    memo = kopf.Memo(controller=intake)
+    # The handlers take kopf's keyword arguments; only ``event`` and ``memo`` are read.
+    by_id: dict[str, Any] = {h.id: h.fn for h in _registry()._watching.get_all_handlers()}
+    event = {"type": event_type, "object": {"metadata": {"name": "x"}}}
+    await by_id["observe-agentspecs"](event=event, memo=memo)
+    await by_id["observe-configmaps"](event=event, memo=memo)
+    loop_thread = threading.get_ident()
+    deleted = event_type == "DELETED"
+    assert intake.seen == [
+        ("agent", "x", deleted, loop_thread),
+        ("configmaps", "x", deleted, loop_thread),
+    ]
