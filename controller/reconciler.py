@@ -92,6 +92,18 @@ def _newer_or_equal(incoming: dict[str, Any], cached: dict[str, Any] | None) -> 
         return True
 
 
+def _remember(cache: dict[str, dict[str, Any]], key: str, written: dict[str, Any]) -> None:
+    """Write-through: cache what a write returned, unless a newer version is cached already.
+
+    The watch event of a later change (the controller-manager updating a StatefulSet's status,
+    a user editing a spec) can arrive while the write's response is still on its way. Going back
+    to the older version would make the next pass decide from it: a user's edit ignored, or a
+    resourceVersion-guarded write refused until some unrelated event refreshed the cache.
+    """
+    if _newer_or_equal(written, cache.get(key)):
+        cache[key] = written
+
+
 def _trim(body: dict[str, Any]) -> dict[str, Any]:
     """The body without ``managedFields``, which the controller never reads (memory)."""
     md = body.get("metadata")
@@ -417,9 +429,7 @@ class Controller:
                 return False
             raise
         metrics.API_WRITES.labels(KIND_OF[kind].plural, "patch").inc()
-        cache = self.observed.bodies[kind]
-        if _newer_or_equal(written, cache.get(key)):
-            cache[key] = written
+        _remember(self.observed.bodies[kind], key, written)
         return True
 
     def _event(
@@ -684,7 +694,7 @@ class Controller:
         patch = {"metadata": {"finalizers": finalizers, "resourceVersion": md["resourceVersion"]}}
         written = await self.api.merge_patch(AGENTS, ns, name, patch)
         metrics.API_WRITES.labels("agentspecs", "patch").inc()
-        self.observed.bodies["agent"][key] = written
+        _remember(self.observed.bodies["agent"], key, written)
 
     async def _finalize_agent(self, key: str, body: dict[str, Any]) -> None:
         """Deleting an agent: withdraw its work from the session, release holds, let it go."""
@@ -721,10 +731,10 @@ class Controller:
                 )
                 if current is None:
                     raise
-                self.observed.config_maps[key] = current
+                _remember(self.observed.config_maps, key, current)
             else:
                 metrics.API_WRITES.labels("configmaps", "create").inc()
-                self.observed.config_maps[key] = created
+                _remember(self.observed.config_maps, key, created)
                 return True
         if (current.get("data") or {}).get(delivery.BINDINGS_FILE) == rendered:
             return False
@@ -739,7 +749,7 @@ class Controller:
         }
         written = await self.api.merge_patch(CONFIG_MAPS, ns, name, patch)
         metrics.API_WRITES.labels("configmaps", "patch").inc()
-        self.observed.config_maps[key] = written
+        _remember(self.observed.config_maps, key, written)
 
     # ------------------------------------------------------------------ sessions
 
@@ -776,7 +786,7 @@ class Controller:
             written = await self._create_session(key, desired)
         else:
             written = await self._relaunch_session(agent, current, desired)
-        self.observed.sessions[key] = written
+        _remember(self.observed.sessions, key, written)
         log.info(
             "launched session",
             agent=agent.meta.key,
@@ -798,7 +808,7 @@ class Controller:
             ns, name = _split(key)
             found = await self.api.get(STATEFUL_SETS, ns, name)
             if found is not None:  # adopt it; the next pass decides from what it says
-                self.observed.sessions[key] = found
+                _remember(self.observed.sessions, key, found)
             raise
         metrics.API_WRITES.labels("statefulsets", "create").inc()
         return written
@@ -825,7 +835,16 @@ class Controller:
             },
             {"op": "replace", "path": "/spec/template", "value": desired["spec"]["template"]},
         ]
-        written = await self.api.json_patch(STATEFUL_SETS, ns, name, ops)
+        try:
+            written = await self.api.json_patch(STATEFUL_SETS, ns, name, ops)
+        except ApiError as exc:
+            # A failed "test" is a 422: the workload changed since we saw it. Read it again, so
+            # the retry decides from what is there now, not from the version that failed.
+            if exc.status in (409, 422):
+                found = await self.api.get(STATEFUL_SETS, ns, name)
+                if found is not None:
+                    _remember(self.observed.sessions, f"{ns}/{name}", found)
+            raise
         metrics.API_WRITES.labels("statefulsets", "patch").inc()
         return written
 

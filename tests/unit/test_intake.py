@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.k8s.api import CONFIG_MAPS, LEASES
+import pytest
+
+from controller.k8s.api import CONFIG_MAPS, LEASES, ApiError, Kind
 from controller.reconciler import Controller, Tombstones
 
 NS = "team"
@@ -184,3 +186,76 @@ async def test_releasing_a_hold_never_forgets_the_next_holders_hold_of_the_same_
     assert c.observed.holds[(NS, "gh://1")].holder == f"{NS}/zed"
     assert c.observed.holds_of.get("zed-uid") == {(NS, "gh://1")}
     assert "lease-1" in c.observed.tombstones
+
+
+class _WatchOvertakesWrite:
+    """An API whose write responses arrive after the watch event of a later change."""
+
+    def __init__(self, c: Controller) -> None:
+        self.c = c
+
+    async def create(self, kind: Kind, desired: dict[str, Any]) -> dict[str, Any]:
+        created = {**desired, "metadata": {**desired["metadata"], "resourceVersion": "10"}}
+        # The controller-manager updates the new StatefulSet's status; its event comes first.
+        updated = {**created, "metadata": {**created["metadata"], "resourceVersion": "12"}}
+        self.c.observe_owned(kind, {**updated, "status": {"replicas": 1}})
+        return created
+
+    async def merge_patch(self, *_: Any, **__: Any) -> dict[str, Any]:
+        written = body("AgentSpec", "a", {}, 20)
+        written["metadata"]["finalizers"] = ["bindery.dev/work-hold"]
+        # Meanwhile the user edits the spec; the watch delivers the edit before our response.
+        edited = body("AgentSpec", "a", {"relaunchGeneration": 1}, 21)
+        edited["metadata"]["finalizers"] = ["bindery.dev/work-hold"]
+        self.c.observe("agent", edited)
+        return written
+
+
+async def test_a_session_write_response_never_replaces_a_newer_watched_version() -> None:
+    c = controller()
+    c.observe("agent", body("AgentSpec", "r", {"runtime": {"image": "example/agent:1"}}, 5))
+    agent = c.registry.agent(f"{NS}/r")
+    assert agent is not None
+    c.api = _WatchOvertakesWrite(c)  # type: ignore[assignment]
+    await c._converge_session(agent, c.observed.bodies["agent"][f"{NS}/r"])
+    # Caching the create's response (rv 10) would make the next guarded relaunch fail until
+    # some unrelated event refreshed the StatefulSet.
+    cached = c.observed.sessions[f"{NS}/r-session"]
+    assert cached["metadata"]["resourceVersion"] == "12"
+    assert cached["status"] == {"replicas": 1}
+
+
+async def test_a_finalizer_write_response_never_hides_a_newer_spec() -> None:
+    c = controller()
+    key = f"{NS}/a"
+    c.api = _WatchOvertakesWrite(c)  # type: ignore[assignment]
+    await c._ensure_finalizer(key, c.observed.bodies["agent"][key], present=True)
+    cached = c.observed.bodies["agent"][key]
+    assert cached["metadata"]["resourceVersion"] == "21"
+    assert cached["spec"] == {"relaunchGeneration": 1}
+    assert ("agent", key) in drain(c)
+
+
+class _WorkloadChangedMeanwhile:
+    def __init__(self, current: dict[str, Any]) -> None:
+        self.current = current
+
+    async def json_patch(self, kind: Kind, ns: str, name: str, *_: Any) -> dict[str, Any]:
+        raise ApiError(422, "PATCH", kind.path(ns, name), {"message": "test operation failed"})
+
+    async def get(self, *_: Any) -> dict[str, Any]:
+        return self.current
+
+
+async def test_a_refused_relaunch_reads_the_workload_again_before_its_retry() -> None:
+    c = controller()
+    c.observe("agent", body("AgentSpec", "r", {"runtime": {"image": "example/agent:2"}}, 5))
+    agent = c.registry.agent(f"{NS}/r")
+    assert agent is not None
+    stale = body("StatefulSet", "r-session", {}, 10)
+    c.observed.sessions[f"{NS}/r-session"] = stale
+    desired = {"metadata": {"name": "r-session", "annotations": {}}, "spec": {"template": {}}}
+    c.api = _WorkloadChangedMeanwhile(body("StatefulSet", "r-session", {}, 14))  # type: ignore[assignment]
+    with pytest.raises(ApiError):
+        await c._relaunch_session(agent, stale, desired)
+    assert c.observed.sessions[f"{NS}/r-session"]["metadata"]["resourceVersion"] == "14"
