@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Set
+from collections.abc import Hashable, KeysView, Set
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -55,3 +55,7 @@ class MultiIndex(Generic[K, V]):
 
     def count(self, key: K) -> int:
         return len(self.get(key))
+
+    def keys(self) -> KeysView[K]:
+        """The keys holding something, as a live view."""
+        return self._values.keys()

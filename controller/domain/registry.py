@@ -14,8 +14,8 @@ the cost of a change follows what depends on it, never the size of the cluster:
 Agents' resolutions are computed on demand and not kept: they are large (about 30 kB for an agent
 with twenty slots), the reconciler keeps what it writes, and one costs well under a millisecond.
 What is kept is small or shared by many agents: type closures, Tool validations (each dropped
-when a change affects it), and, per agent, which types its last resolution read (see
-:class:`Resolved`), so that a type change re-resolves only the agents it can affect.
+when a change affects it), and, per agent, which type checks its last resolution made (see
+:class:`TypeReads`), so that a type change re-resolves only the agents it can affect.
 
 Invariant: every key an :class:`Affected` lists names an object that is still registered (a
 deleted object is the caller's to clean up, not to reconcile).
@@ -23,7 +23,7 @@ deleted object is the caller's to clean up, not to reconcile).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Set
+from collections.abc import Callable, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +37,7 @@ from controller.domain.models import (
 )
 from controller.domain.multiindex import MultiIndex
 from controller.domain.resolve import (
-    Resolved,
+    TypeReads,
     resolve_agent,
     resource_errors,
     static_resource_key,
@@ -89,31 +89,36 @@ def _schemes(spec: ResourceTypeSpec | None) -> frozenset[str] | None:
 
 
 class _TypeReads:
-    """What each agent's last resolution read of the type graph (see :class:`Resolved`): the
-    types of the resources it examined, and the types whose ancestor lists it printed.
+    """What each agent's last resolution read of the type graph (see :class:`TypeReads`),
+    indexed by the types of the resources it examined and by the types it checked them against.
 
     An agent is *unknown* from the moment a change affects it until it is resolved again, and is
     then assumed to read every type: it is due a reconcile anyway.
+
+    The two indexes are keyed by type: few keys, each with many agents, so they are plain dicts of
+    sets (filed without a call per entry, as every resolution files its agent again).
     """
 
-    __slots__ = ("_examining", "_printing", "_records", "unknown")
+    __slots__ = ("_asking", "_examining", "_records", "unknown")
 
     def __init__(self) -> None:
-        self._records: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
-        """Agent -> (examined types, printed types): the sets only, never the resolution."""
-        self._examining: MultiIndex[str, str] = MultiIndex()
-        self._printing: MultiIndex[str, str] = MultiIndex()
+        self._records: dict[str, TypeReads] = {}
+        """Agent -> what its last resolution read: never the resolution itself."""
+        self._examining: dict[str, set[str]] = {}
+        self._asking: dict[str, set[str]] = {}
         self.unknown: set[str] = set()
 
-    def record(self, agent: str, resolved: Resolved) -> None:
+    def record(self, agent: str, reads: TypeReads) -> None:
         self._drop_record(agent)
         self.unknown.discard(agent)
-        examined, printed = resolved.examined_types, resolved.printed_ancestors_of
-        self._records[agent] = (examined, printed)
-        for type_name in examined:
-            self._examining.add(type_name, agent)
-        for type_name in printed:
-            self._printing.add(type_name, agent)
+        self._records[agent] = reads
+        for index, type_names in ((self._examining, reads.examined), (self._asking, reads.asked)):
+            for type_name in type_names:
+                agents = index.get(type_name)
+                if agents is None:
+                    index[type_name] = {agent}
+                else:
+                    agents.add(agent)
 
     def forget(self, agent: str) -> None:
         """The agent's last resolution is stale: it is unknown until resolved again."""
@@ -126,17 +131,30 @@ class _TypeReads:
         self.unknown.discard(agent)
 
     def _drop_record(self, agent: str) -> None:
-        examined, printed = self._records.pop(agent, ((), ()))
-        for type_name in examined:
-            self._examining.discard(type_name, agent)
-        for type_name in printed:
-            self._printing.discard(type_name, agent)
+        reads = self._records.pop(agent, None)
+        if reads is None:
+            return
+        for index, type_names in ((self._examining, reads.examined), (self._asking, reads.asked)):
+            for type_name in type_names:
+                agents = index[type_name]
+                agents.discard(agent)
+                if not agents:
+                    del index[type_name]
 
     def examining(self, type_name: str) -> Set[str]:
-        return self._examining.get(type_name)
+        """Agents that examined a resource of the type."""
+        return self._examining.get(type_name, _NONE)
 
-    def printing(self, type_name: str) -> Set[str]:
-        return self._printing.get(type_name)
+    def checking(self, type_name: str, asked: Set[str]) -> set[str]:
+        """Agents that checked a resource of the type against one of the types ``asked``: among
+        those that examined the type and asked for one of them (set operations narrow a type's
+        many readers down to a few), those whose checks pair the two."""
+        examining = self._examining.get(type_name, _NONE)
+        maybe: set[str] = set()
+        for wanted in asked:
+            maybe |= examining & self._asking.get(wanted, _NONE)
+        records = self._records
+        return {agent for agent in maybe if records[agent].checks(type_name, asked)}
 
 
 class Registry:
@@ -212,9 +230,9 @@ class Registry:
 
     def resolve(self, agent_key: str) -> AgentResolution:
         """The agent's resolution, computed afresh. KeyError if unknown."""
-        resolved = resolve_agent(self._agents[agent_key], self)
-        self._reads.record(agent_key, resolved)
-        return resolved.resolution
+        resolution, reads = resolve_agent(self._agents[agent_key], self)
+        self._reads.record(agent_key, reads)
+        return resolution
 
     def validate_tool(self, tool_key: str) -> ToolValidation:
         """The Tool's static slots checked on their own, cached. KeyError if unknown."""
@@ -261,9 +279,10 @@ class Registry:
         * Its URI schemes changed: its Resources' validity changed.
         * Its parents changed: the ancestors of it and of every type reaching it may have
           changed. A check "is T compatible with S" changes only for ``S`` among the ancestors
-          gained or lost, so an agent is affected when it examined a resource of type ``T`` and
-          asks for such an ``S``, or when its messages print the ancestors of ``T``; a Tool,
-          when its static slots name a resource of type ``T``.
+          gained or lost, so an agent is affected when it checked a resource of type ``T``
+          against such an ``S`` (no message prints ``T``'s ancestors); a Tool, when a static
+          slot asking for such an ``S`` names a resource of type ``T``, and then so are the
+          agents using the Tool, whose results include its static slots.
         * It appeared or vanished: besides, every slot and tag asking for it changed validity,
           and every agent examining a resource of a type it reaches may see a change.
         """
@@ -284,33 +303,47 @@ class Registry:
         appeared_or_vanished = (old is None) != (new is None)
         if appeared_or_vanished:
             affected |= Affected(
-                agents=frozenset(self._askers_of([name])),
+                agents=frozenset(self._askers_of(name)),
                 tools=frozenset(self._static_askers_of(name)),
             )
         for t in reached:
             changed = before[t] ^ self._types.closure(t).ancestors
-            if changed or appeared_or_vanished:
-                examining = self._reads.examining(t)
-                if not appeared_or_vanished:
-                    examining = examining & self._askers_of(changed)
-                agents = examining | self._reads.printing(t) | self._reads.unknown
-                affected |= Affected(agents=frozenset(agents), tools=self._static_users_of_type(t))
+            if not (changed or appeared_or_vanished):
+                continue
+            if appeared_or_vanished:
+                agents = set(self._reads.examining(t))
+                tools = self._static_checkers_of(t, None)
+            else:
+                agents = self._reads.checking(t, changed)
+                tools = self._static_checkers_of(t, changed)
+            for tool in tools:  # their users share the Tool's validation of its static slots
+                agents |= self._tool_users.get(tool)
+            agents |= self._reads.unknown
+            affected |= Affected(agents=frozenset(agents), tools=frozenset(tools))
         return affected
 
-    def _static_users_of_type(self, type_name: str) -> frozenset[str]:
-        """Tools whose static slots name a Resource of the type."""
-        users: set[str] = set()
-        for key in self._by_type.get(type_name):
-            users |= self._static_users.get(key)
-        return frozenset(users)
+    def _static_checkers_of(self, type_name: str, asked: Set[str] | None) -> set[str]:
+        """Tools with a static slot naming a Resource of the type and asking for one of the
+        types ``asked`` (for any type when ``None``): their validation checks the type."""
+        tools: set[str] = set()
+        for key in self._static_users.keys() & self._by_type.get(type_name):
+            for tool in self._static_users.get(key):
+                obj = self._tools[tool]
+                namespace = obj.meta.namespace
+                if any(
+                    slot.binding == "static"
+                    and (asked is None or slot.resource_type in asked)
+                    and static_resource_key(namespace, slot.static_resource or "") == key
+                    for slot in obj.spec.resource_slots
+                ):
+                    tools.add(tool)
+        return tools
 
-    def _askers_of(self, type_names: Iterable[str]) -> set[str]:
-        """Agents with a slot (through a Tool they use) or a tag asking for one of the types."""
-        agents: set[str] = set()
-        for type_name in type_names:
-            agents |= self._tag_users.get(type_name)
-            for key in self._tools_asking.get(type_name):
-                agents |= self._tool_users.get(key)
+    def _askers_of(self, type_name: str) -> set[str]:
+        """Agents with a slot (through a Tool they use) or a tag asking for the type."""
+        agents = set(self._tag_users.get(type_name))
+        for key in self._tools_asking.get(type_name):
+            agents |= self._tool_users.get(key)
         return agents
 
     def _static_askers_of(self, type_name: str) -> set[str]:

@@ -14,17 +14,22 @@ A slot's ``candidates`` are the resources its choice was made among: for a conte
 type-compatible linked resources (each with why it was or was not chosen), or, when none is
 compatible, every linked resource with why its type does not fit; for a static or parameter slot,
 the one resource its setting names.
+
+Results are built with :meth:`ResultModel.trusted <controller.domain.results.ResultModel.trusted>`
+(no validation): every value put in them comes from validated objects or is made here.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence, Set
+from dataclasses import dataclass, field
 from functools import lru_cache
+from operator import attrgetter, itemgetter
 from typing import NamedTuple, Protocol
 
 from controller.domain.models import (
+    Access,
     AgentObject,
     BindingMode,
     DirectBinding,
@@ -45,6 +50,7 @@ from controller.domain.results import (
 from controller.domain.types import TypeGraph
 
 _MODES = {mode.value: mode for mode in BindingMode}
+_BOUND = BindingState.BOUND
 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*(?=:)")
 """An RFC 3986 scheme at the start of a URI; matched as written (schemes are not case-folded)."""
@@ -74,14 +80,16 @@ class RegistryView(Protocol):
 def _bound_resource(resource: ResourceObject, alias: str | None = None) -> BoundResource:
     """A registered Resource as bindings report it, with its own alias unless given another."""
     meta, spec = resource.meta, resource.spec
-    return BoundResource(
-        uri=spec.uri,
-        type=spec.type,
-        alias=(spec.alias or "") if alias is None else alias,
-        name=meta.name,
-        namespace=meta.namespace,
-        uid=meta.uid,
-        attributes=dict(spec.attributes),
+    return BoundResource.trusted(
+        {
+            "uri": spec.uri,
+            "type": spec.type,
+            "alias": (spec.alias or "") if alias is None else alias,
+            "name": meta.name,
+            "namespace": meta.namespace,
+            "uid": meta.uid,
+            "attributes": dict(spec.attributes),
+        }
     )
 
 
@@ -118,8 +126,9 @@ def _type_fix(types: TypeGraph, type_names: Iterable[str], otherwise: str) -> st
 class _Linked:
     """A resource a slot may be bound to, with the names a slot name is matched against.
 
-    Internal and never changed after creation (not frozen only because frozen dataclasses are
-    several times slower to create, and resolution creates many).
+    Internal to one agent's resolution, and never changed after creation but for its cache of
+    candidates (not frozen because frozen dataclasses are several times slower to create, and
+    resolution creates many).
     """
 
     resource: BoundResource
@@ -129,10 +138,18 @@ class _Linked:
     """The slot types it can fill (see :meth:`TypeGraph.stands_for`); empty when in error."""
     problem: str = ""
     """Why it can fill no slot at all (its direct binding is in error); empty if it can."""
+    candidates: dict[str, Candidate] = field(default_factory=dict)
+    """The candidates made of it so far, by reason: an agent's slots often give it the same one
+    (results are frozen, so they can share it)."""
 
     def candidate(self, reason: str) -> Candidate:
-        r = self.resource
-        return Candidate(uri=r.uri, type=r.type, alias=r.alias, reason=reason)
+        made = self.candidates.get(reason)
+        if made is None:
+            r = self.resource
+            made = self.candidates[reason] = Candidate.trusted(
+                {"uri": r.uri, "type": r.type, "alias": r.alias, "reason": reason}
+            )
+        return made
 
     def name_matching(self, slot_name: str) -> str:
         """Which of its names equals ``slot_name`` (e.g. ``"alias"``), or "" if none does."""
@@ -141,9 +158,12 @@ class _Linked:
     def names_text(self) -> str:
         return " and ".join(f"{what} {value!r}" for what, value in self.names)
 
-    def sort_key(self) -> tuple[str, str, str, str]:
-        r = self.resource
-        return (r.uri, r.alias, r.namespace, r.name)
+
+_LINKED_ORDER = attrgetter("resource.uri", "resource.alias", "resource.namespace", "resource.name")
+"""How linked resources are ordered (and so candidates listed): by URI, then alias, then key."""
+_LINKED_TYPE = attrgetter("resource.type")
+_FIRST = itemgetter(0)
+_SECOND = itemgetter(1)
 
 
 def _registered(resource: ResourceObject, types: TypeGraph) -> _Linked:
@@ -155,7 +175,17 @@ def _registered(resource: ResourceObject, types: TypeGraph) -> _Linked:
 
 def _as_tagged(binding: DirectBinding) -> BoundResource:
     """A direct binding on its own: its URI, with its tag as type and its name as alias."""
-    return BoundResource(uri=binding.uri, type=binding.tag, alias=binding.name)
+    return BoundResource.trusted(
+        {
+            "uri": binding.uri,
+            "type": binding.tag,
+            "alias": binding.name,
+            "name": "",
+            "namespace": "",
+            "uid": "",
+            "attributes": {},
+        }
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -163,22 +193,23 @@ def _as_tagged(binding: DirectBinding) -> BoundResource:
 
 
 class _Context(Protocol):
-    """Where a slot is resolved: the type graph, and what the resolution reads of it (see
-    :class:`Resolved`)."""
+    """Where a slot is resolved: the type graph, who messages are about, and the checks of a
+    resource's type against a slot's that the resolution makes (see :class:`TypeReads`)."""
 
     types: TypeGraph
-    examined: set[str]
-    printed: set[str]
+    pairs: set[tuple[str, str]]
+
+    def who(self, tool: str) -> str:
+        """The agent and tool (or the Tool alone) a slot's messages are about."""
+        ...
 
 
 @dataclass(slots=True)
 class _SlotCall:
-    """One slot being resolved, and who its messages are about."""
+    """One slot of a tool being resolved."""
 
     tool: str
     slot: ResourceSlot
-    who: str
-    """The agent and tool (or the Tool alone) the slot's messages are about."""
     context: _Context
 
     @property
@@ -187,7 +218,7 @@ class _SlotCall:
 
     @property
     def subject(self) -> str:
-        return f"{self.who}, slot {self.slot.name!r}"
+        return f"{self.context.who(self.tool)}, slot {self.slot.name!r}"
 
     def result(
         self,
@@ -197,32 +228,28 @@ class _SlotCall:
         candidates: Sequence[Candidate] = (),
         message: str = "",
     ) -> SlotResult:
-        return _slot_result(
-            self.tool, self.slot, state, resource=resource, candidates=candidates, message=message
-        )
+        listed = list(candidates)
+        return _slot_result(self.tool, self.slot, state, resource, listed, message=message)
 
     def error(self, problem: str, fix: str, candidates: Sequence[Candidate] = ()) -> SlotResult:
         message = _message(self.subject, problem, fix, candidates)
         return self.result(BindingState.ERROR, candidates=candidates, message=message)
 
     def rejection(self, linked: _Linked) -> str:
-        """Why ``linked`` cannot fill this slot ("" if it can), noting the ancestors printed."""
-        if linked.problem:
-            return linked.problem
-        reason = self.types.incompatibility(linked.resource.type, self.slot.resource_type)
-        if reason:
-            self.context.printed.add(linked.resource.type)
-        return reason
+        """Why ``linked`` cannot fill this slot ("" if it can)."""
+        return linked.problem or self.types.incompatibility(
+            linked.resource.type, self.slot.resource_type
+        )
 
     def bind(self, linked: _Linked, named_by: str, fix: str) -> SlotResult:
         """Bind to the one resource the slot's own setting names, if its type is compatible."""
-        self.context.examined.add(linked.resource.type)
-        reason = self.rejection(linked)
-        if reason:
+        wanted = self.slot.resource_type
+        self.context.pairs.add((linked.resource.type, wanted))
+        if wanted not in linked.stands_for:
             return self.error(
                 f"{named_by} names a resource that cannot fill it",
                 _type_fix(self.types, [linked.resource.type], fix),
-                [linked.candidate(reason)],
+                [linked.candidate(self.rejection(linked))],
             )
         chosen = linked.candidate(f"selected: named by {named_by}")
         return self.result(BindingState.BOUND, resource=linked.resource, candidates=[chosen])
@@ -232,37 +259,56 @@ def _slot_result(
     tool: str,
     slot: ResourceSlot,
     state: BindingState,
+    resource: BoundResource | None,
+    candidates: list[Candidate],
     *,
-    resource: BoundResource | None = None,
-    candidates: Sequence[Candidate] = (),
     message: str = "",
 ) -> SlotResult:
-    return SlotResult(
-        tool=tool,
-        slot=slot.name,
-        mode=_MODES[slot.binding],
-        access=slot.access,
-        resource_type=slot.resource_type,
-        required=slot.required,
-        state=state,
-        resource=resource,
-        message=message,
-        candidates=list(candidates),
+    """A slot's result (``candidates`` is kept, not copied)."""
+    return SlotResult.trusted(
+        {
+            "tool": tool,
+            "slot": slot.name,
+            "mode": _MODES[slot.binding],
+            "access": slot.access,
+            "resource_type": slot.resource_type,
+            "required": slot.required,
+            "state": state,
+            "resource": resource,
+            "message": message,
+            "candidates": candidates,
+        }
     )
 
 
+_DEFERRED_NOTE = "no value in spec.tools[].params, so it is resolved when the tool is invoked"
+
+
 @lru_cache(maxsize=4096)
-def _deferred(tool: str, slot: ResourceSlot) -> SlotResult:
-    """A parameter slot with no value yet: the same for every agent, so built once."""
-    message = "no value in spec.tools[].params, so it is resolved when the tool is invoked"
-    return _slot_result(tool, slot, BindingState.DEFERRED, message=message)
+def _deferred(
+    tool: str, slot: str, access: Access, resource_type: str, required: bool
+) -> SlotResult:
+    """A parameter slot with no value yet: the same for every agent, so built once (and cached
+    by the fields it shows, cheaper to hash than the slot itself)."""
+    return SlotResult.trusted(
+        {
+            "tool": tool,
+            "slot": slot,
+            "mode": BindingMode.PARAMETER,
+            "access": access,
+            "resource_type": resource_type,
+            "required": required,
+            "state": BindingState.DEFERRED,
+            "resource": None,
+            "message": _DEFERRED_NOTE,
+            "candidates": [],
+        }
+    )
 
 
-def _unknown_slot_type(call: _SlotCall) -> SlotResult | None:
+def _unknown_slot_type(call: _SlotCall) -> SlotResult:
     """The error for a slot asking for an unregistered type: no resource can ever fill it."""
     wanted = call.slot.resource_type
-    if wanted in call.types:
-        return None
     return call.error(
         f"its resourceType {wanted!r} is not a registered ResourceType",
         f"create a ResourceType named {wanted!r}, or change the slot's resourceType",
@@ -302,13 +348,11 @@ class _Choice:
     fix: str = ""
 
 
-_ONLY = _Choice(0, ["selected: the only compatible linked resource"])
+_ONLY_VERDICT = "selected: the only compatible linked resource"
 
 
 def _choose(compatible: Sequence[_Linked], slot_name: str) -> _Choice:
-    """The only compatible resource, else the one whose alias (or short name) is the slot name."""
-    if len(compatible) == 1:
-        return _ONLY
+    """The one whose alias (or short name) is the slot name, among several compatible ones."""
     matching = [linked.name_matching(slot_name) for linked in compatible]
     named = [i for i, what in enumerate(matching) if what]
     verdicts = [
@@ -336,9 +380,12 @@ def _choose(compatible: Sequence[_Linked], slot_name: str) -> _Choice:
     )
 
 
-def _contextual(call: _SlotCall, linked: Sequence[_Linked]) -> SlotResult:
+def _contextual(
+    call: _SlotCall, linked: Sequence[_Linked], compatible: Sequence[_Linked]
+) -> SlotResult:
+    """A contextual slot filled from ``linked``, of which ``compatible`` can fill it: not just
+    one (the caller binds that one itself, the common case)."""
     wanted = call.slot.resource_type
-    compatible = [item for item in linked if wanted in item.stands_for]
     if compatible:
         choice = _choose(compatible, call.slot.name)
         candidates = [
@@ -369,20 +416,48 @@ def _contextual(call: _SlotCall, linked: Sequence[_Linked]) -> SlotResult:
 # One agent
 
 
-class Resolved(NamedTuple):
-    """An agent's resolution, and what it read of the type graph.
+class TypeReads(NamedTuple):
+    """What a resolution read of the type graph: the types of the resources it examined, and
+    which of them it checked against which slot types and tags.
 
-    A change to a type's ancestors can change a resolution only if the resolution examined a
-    resource of that type (and then only where it asks for a type gained or lost), or printed
-    that type's ancestors in a message. The registry keeps both sets to know which agents a
-    type change affects without resolving every agent again.
+    Messages name types, never their ancestors, so a change to the ancestors of ``T`` changes a
+    resolution only if it checked a resource of type ``T`` against a type gained or lost; ``T``
+    appearing or vanishing changes every check of ``T``. The registry keeps these to know which
+    agents a type change affects without resolving every agent again. Tuples, not sets: the
+    registry keeps one per agent, and they are small.
     """
 
+    linked: tuple[str, ...]
+    """Types of the agent's linked resources, each checked against every type in ``wanted``."""
+    wanted: tuple[str, ...]
+    """Types the agent's contextual slots ask for."""
+    pairs: tuple[tuple[str, str], ...]
+    """The other checks, as ``(resource type, type asked for)``: a direct binding's registered
+    Resource against its tag, a resource named by a static or parameter slot against the slot."""
+
+    @property
+    def examined(self) -> frozenset[str]:
+        """Types of the resources it examined (linked, named by a slot, or merged into a
+        binding)."""
+        return frozenset(self.linked).union(map(_FIRST, self.pairs))
+
+    @property
+    def asked(self) -> frozenset[str]:
+        """The types it checked resources against (slot types and tags)."""
+        return frozenset(self.wanted).union(map(_SECOND, self.pairs))
+
+    def checks(self, type_name: str, asked: Set[str]) -> bool:
+        """Whether it checked a resource of ``type_name`` against one of the types ``asked``."""
+        if type_name in self.linked and not asked.isdisjoint(self.wanted):
+            return True
+        return any(checked == type_name and wanted in asked for checked, wanted in self.pairs)
+
+
+class Resolved(NamedTuple):
+    """An agent's resolution, and what it read of the type graph."""
+
     resolution: AgentResolution
-    examined_types: frozenset[str]
-    """Types of the resources it examined (linked, named by a slot, or merged into a binding)."""
-    printed_ancestors_of: frozenset[str]
-    """Types whose ancestor lists its messages print."""
+    reads: TypeReads
 
 
 class _AgentResolver:
@@ -394,8 +469,10 @@ class _AgentResolver:
         self.namespace = agent.meta.namespace
         self.view = view
         self.types = view.types
-        self.examined: set[str] = set()
-        self.printed: set[str] = set()
+        self.pairs: set[tuple[str, str]] = set()
+        self.wanted: set[str] = set()
+        self.compatible: dict[str, list[_Linked]] = {}
+        """Slot type -> the linked resources that can fill it (slots often ask alike)."""
         self.direct = [(binding, *self._direct(binding)) for binding in agent.spec.resources]
         direct_uris = {binding.uri for binding in agent.spec.resources}
         selected = [
@@ -403,40 +480,61 @@ class _AgentResolver:
             for r in view.selected_resources(self.key)
             if r.spec.uri not in direct_uris
         ]
-        self.linked = sorted(
-            [linked for _, _, linked in self.direct] + selected, key=_Linked.sort_key
-        )
-        self.examined.update(linked.resource.type for linked in self.linked)
+        self.linked = sorted([linked for _, _, linked in self.direct] + selected, key=_LINKED_ORDER)
 
     def resolve(self) -> Resolved:
         slots: list[SlotResult] = []
         missing: list[str] = []
         for use in self.agent.spec.tools:
-            tool = self.view.tool(f"{self.namespace}/{use.name}")
+            tool_key = f"{self.namespace}/{use.name}"
+            tool = self.view.tool(tool_key)
             if tool is not None:
-                slots += self._tool_slots(use, tool)
+                self._tool_slots(use, tool_key, tool, slots)
             elif use.name not in missing:
                 missing.append(use.name)
-        resolution = AgentResolution(
-            agent=self.key,
-            direct=[result for _, result, _ in self.direct],
-            slots=slots,
-            missing_tools=missing,
+        resolution = AgentResolution.trusted(
+            {
+                "agent": self.key,
+                "direct": [result for _, result, _ in self.direct],
+                "slots": slots,
+                "missing_tools": missing,
+            }
         )
-        return Resolved(resolution, frozenset(self.examined), frozenset(self.printed))
+        reads = TypeReads(
+            tuple(set(map(_LINKED_TYPE, self.linked))), tuple(self.wanted), tuple(self.pairs)
+        )
+        return Resolved(resolution, reads)
 
     # -- direct bindings -----------------------------------------------------------------------
 
     def _direct(self, binding: DirectBinding) -> tuple[DirectResult, _Linked]:
         names = (("binding name", binding.name),)
         outcome = self._merge(binding)
-        fields = {"name": binding.name, "tag": binding.tag, "uri": binding.uri}
+        name, tag, uri = binding.name, binding.tag, binding.uri
         if isinstance(outcome, BoundResource):
-            result = DirectResult(**fields, state=BindingState.BOUND, resource=outcome)
+            result = DirectResult.trusted(
+                {
+                    "name": name,
+                    "tag": tag,
+                    "uri": uri,
+                    "state": BindingState.BOUND,
+                    "resource": outcome,
+                    "message": "",
+                }
+            )
             return result, _Linked(outcome, names, self.types.stands_for(outcome.type))
         subject = f"agent {self.key}, direct binding {binding.name!r}"
         message = _message(subject, *outcome)
-        result = DirectResult(**fields, state=BindingState.ERROR, message=message)
+        result = DirectResult.trusted(
+            {
+                "name": name,
+                "tag": tag,
+                "uri": uri,
+                "state": BindingState.ERROR,
+                "resource": None,
+                "message": message,
+            }
+        )
         problem = f"its direct binding {binding.name!r} is in error"
         return result, _Linked(_as_tagged(binding), names, frozenset(), problem)
 
@@ -448,7 +546,7 @@ class _AgentResolver:
         Returns what is wrong with the binding and how to fix it instead, when it cannot be bound.
         """
         types = self.types
-        if binding.tag not in types:
+        if binding.tag not in types.names:
             return (
                 f"its tag {binding.tag!r} is not a registered ResourceType",
                 f"create a ResourceType named {binding.tag!r}, or change the tag",
@@ -464,10 +562,9 @@ class _AgentResolver:
                 "delete all but one of those Resources",
             )
         resource = registered[0]
-        self.examined.add(resource.spec.type)
-        reason = types.incompatibility(resource.spec.type, binding.tag)
-        if reason:
-            self.printed.add(resource.spec.type)
+        self.pairs.add((resource.spec.type, binding.tag))
+        if binding.tag not in types.stands_for(resource.spec.type):
+            reason = types.incompatibility(resource.spec.type, binding.tag)
             return (
                 f"its URI {binding.uri!r} is Resource {resource.meta.key}, and its {reason}",
                 _type_fix(types, [resource.spec.type], "change the tag or the Resource's type"),
@@ -476,32 +573,51 @@ class _AgentResolver:
 
     # -- tool slots ----------------------------------------------------------------------------
 
-    def _tool_slots(self, use: ToolUse, tool: ToolObject) -> list[SlotResult]:
-        """One tool's slots. A static slot reuses the Tool's own validation unless that is an
-        error: it is then the same for every agent, since only errors name the agent."""
-        who = f"agent {self.key}, tool {use.name!r}"
-        validated = iter(self.view.validate_tool(tool.meta.key).static_slots)
-        results = []
-        for slot in tool.spec.resource_slots:
-            shared = next(validated) if slot.binding == "static" else None
-            if shared is not None and shared.state is not BindingState.ERROR:
-                self.examined.update(candidate.type for candidate in shared.candidates)
-                results.append(shared)
-            else:
-                results.append(self._slot(_SlotCall(use.name, slot, who, self), use.params))
-        return results
+    def who(self, tool: str) -> str:
+        return f"agent {self.key}, tool {tool!r}"
 
-    def _slot(self, call: _SlotCall, params: Mapping[str, str]) -> SlotResult:
-        unknown = _unknown_slot_type(call)
-        if unknown is not None:
-            return unknown
-        slot = call.slot
-        if slot.binding == "static":
-            return _static(call, self.namespace, self.view)
-        if slot.binding == "parameter":
-            value = params.get(slot.name)
-            return _deferred(call.tool, slot) if value is None else self._parameter(call, value)
-        return _contextual(call, self.linked)
+    def _tool_slots(
+        self, use: ToolUse, tool_key: str, tool: ToolObject, out: list[SlotResult]
+    ) -> None:
+        """Append one tool's slots to ``out``.
+
+        A static slot reuses the Tool's own validation unless that is an error: it is then the
+        same for every agent, since only errors name the agent (and the agent depends on that
+        result through the Tool, not through what it reads itself).
+        """
+        validated = iter(self.view.validate_tool(tool_key).static_slots)
+        registered, tool_name = self.types.names, use.name
+        for slot in tool.spec.resource_slots:
+            binding = slot.binding
+            if binding == "static":
+                shared = next(validated)
+                if shared.state is not BindingState.ERROR:
+                    out.append(shared)
+                    continue
+            # The common outcomes (one compatible linked resource, no parameter value) are built
+            # here directly; the others go through a _SlotCall, which knows how to explain.
+            wanted = slot.resource_type
+            if wanted not in registered:
+                out.append(_unknown_slot_type(_SlotCall(tool_name, slot, self)))
+            elif binding == "contextual":
+                compatible = self.compatible.get(wanted)
+                if compatible is None:
+                    self.wanted.add(wanted)
+                    compatible = [item for item in self.linked if wanted in item.stands_for]
+                    self.compatible[wanted] = compatible
+                if len(compatible) == 1:
+                    only = compatible[0]
+                    chosen = [only.candidate(_ONLY_VERDICT)]
+                    out.append(_slot_result(tool_name, slot, _BOUND, only.resource, chosen))
+                else:
+                    call = _SlotCall(tool_name, slot, self)
+                    out.append(_contextual(call, self.linked, compatible))
+            elif binding == "static":
+                out.append(_static(_SlotCall(tool_name, slot, self), self.namespace, self.view))
+            elif (value := use.params.get(slot.name)) is None:
+                out.append(_deferred(tool_name, slot.name, slot.access, wanted, slot.required))
+            else:
+                out.append(self._parameter(_SlotCall(tool_name, slot, self), value))
 
     def _parameter(self, call: _SlotCall, value: str) -> SlotResult:
         found, how = self._lookup(value)
@@ -554,23 +670,28 @@ def resolve_agent(agent: AgentObject, view: RegistryView) -> Resolved:
 @dataclass(slots=True)
 class _ToolContext:
     """A Tool checked on its own. What it reads is not kept: a change to a type reaches the
-    Tools whose static slots name a resource of that type, whatever their messages print."""
+    Tools whose static slots name a resource of that type and ask for a type it gains or loses
+    (see ``Registry._retype``)."""
 
+    key: str
     types: TypeGraph
-    examined: set[str]
-    printed: set[str]
+    pairs: set[tuple[str, str]]
+
+    def who(self, tool: str) -> str:
+        return f"tool {self.key}"
 
 
 def validate_tool_slots(tool: ToolObject, view: RegistryView) -> ToolValidation:
     """A Tool's static slots checked on their own, as at registration time."""
     key, namespace = tool.meta.key, tool.meta.namespace
-    context = _ToolContext(view.types, set(), set())
+    context = _ToolContext(key, view.types, set())
     results = []
     for slot in tool.spec.resource_slots:
         if slot.binding == "static":
-            call = _SlotCall(tool.meta.name, slot, f"tool {key}", context)
-            results.append(_unknown_slot_type(call) or _static(call, namespace, view))
-    return ToolValidation(tool=key, static_slots=results)
+            call = _SlotCall(tool.meta.name, slot, context)
+            known = slot.resource_type in view.types
+            results.append(_static(call, namespace, view) if known else _unknown_slot_type(call))
+    return ToolValidation.trusted({"tool": key, "static_slots": results})
 
 
 def resource_errors(resource: ResourceObject, types: TypeGraph) -> list[str]:

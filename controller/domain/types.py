@@ -14,7 +14,7 @@ to ``X`` invalidates exactly ``X`` and its descendants (the types that reach ``X
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, KeysView
 from dataclasses import dataclass
 
 from controller.domain.models import ResourceTypeObject
@@ -31,8 +31,6 @@ class Closure:
     """The shortest path from the type back to itself, both ends included; empty if none."""
     unknown_parents: tuple[str, ...]
     """Names reached that are not registered ResourceTypes, sorted."""
-    ancestors_text: str
-    """The sorted ancestors as messages print them (computed once, printed often)."""
     stands_for: frozenset[str]
     """The ancestors and the type itself: what a resource of the type can fill slots for."""
 
@@ -65,7 +63,6 @@ def _closure_of(name: str, types: dict[str, ResourceTypeObject]) -> Closure:
         ancestors=ancestors,
         cycle=_path_back(name, closes_cycle, reached_from) if closes_cycle else (),
         unknown_parents=tuple(sorted(seen - ancestors)),
-        ancestors_text=", ".join(sorted(ancestors)) or "none",
         stands_for=ancestors | {name},
     )
 
@@ -91,6 +88,11 @@ class TypeGraph:
 
     def __contains__(self, name: object) -> bool:
         return name in self._types
+
+    @property
+    def names(self) -> KeysView[str]:
+        """The registered types' names, as a live view (``in`` it costs no Python call)."""
+        return self._types.keys()
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._types)
@@ -145,7 +147,8 @@ class TypeGraph:
         (nothing if it is not registered)."""
         if type_name not in self._types:
             return frozenset()
-        return self.closure(type_name).stands_for
+        cached = self._closures.get(type_name)
+        return (self.closure(type_name) if cached is None else cached).stands_for
 
     def compatible(self, type_name: str, wanted: str) -> bool:
         """Whether a resource of ``type_name`` can fill a slot asking for ``wanted``."""
@@ -156,12 +159,16 @@ class TypeGraph:
 
         The caller checks that ``wanted`` is registered: that is a fault of the slot (or tag), not
         of any one resource, and is reported once, not per candidate.
+
+        The reason names both types and the rule, never ``type_name``'s ancestors: it then changes
+        only when compatibility does, so a change to a type's parents reaches only the agents that
+        ask for a type it gains or loses (the type's own status lists its ancestors and cycle).
         """
         if type_name not in self._types:
             return f"type {type_name!r} is not a registered ResourceType"
         if self.compatible(type_name, wanted):
             return ""
         return (
-            f"type {type_name!r} is not compatible with {wanted!r} "
-            f"(ancestors: {self.closure(type_name).ancestors_text})"
+            f"type {type_name!r} is neither {wanted!r} nor lists {wanted!r} in its parentTypes, "
+            "directly or through its parents"
         )

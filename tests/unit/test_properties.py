@@ -234,7 +234,7 @@ def test_incremental_updates_agree_with_a_rebuild_and_affected_covers_every_chan
 
 TYPED_WORLD: list[Object] = [
     # Every agent examines resources of several types; a/narrow asks for one type only, so a
-    # change to another type's ancestors reaches it only through the ancestors it prints.
+    # change to another type's ancestors must reach it only where that type gains or loses it.
     resource("a/r0", "t0", "u://0", labels={"k": "x"}),
     resource("a/r1", "t1", "u://1", labels={"k": "x"}, alias="repo"),
     resource("a/r2", "t2", "U://0"),

@@ -263,15 +263,51 @@ def test_a_parent_change_affects_descendants_and_the_agents_whose_checks_change(
     assert registry.resolve("a/triager").slots[0].state is BindingState.BOUND
 
 
-def test_a_parent_change_reaches_agents_whose_messages_print_the_ancestors() -> None:
+def test_a_parent_change_that_fits_no_slot_leaves_agents_rejecting_the_type_alone() -> None:
     registry = world()
     registry.upsert_type(rtype("tracker"))
     registry.upsert_tool(tool("a/git2", slot("repo", "git-checkout")))
     registry.upsert_agent(agent("a/lost", bindings=[("work", "issue", "gh://t")], tools=["git2"]))
-    assert "(ancestors: none)" in registry.resolve("a/lost").errors[0]
+    before = registry.resolve("a/lost")
+    assert "type 'issue' is neither 'git-checkout' nor lists" in before.errors[0]
     affected = registry.upsert_type(rtype("issue", "tracker"))
-    assert "a/lost" in affected.agents
-    assert "(ancestors: tracker)" in registry.resolve("a/lost").errors[0]
+    assert "a/lost" not in affected.agents  # it examines an issue, but asks for no tracker
+    assert registry.resolve("a/lost") == before
+
+
+def test_a_parent_change_reaches_only_agents_that_checked_the_type_against_a_gained_one() -> None:
+    registry = world()
+    registry.upsert_type(rtype("tracker"))
+    registry.upsert_resource(resource("a/bug", "issue", "gh://bug"))
+    registry.upsert_tool(tool("a/file", slot("ticket", "tracker", "parameter")))
+    registry.upsert_tool(tool("a/triage", slot("ticket", "tracker", required=False)))
+    issue = ("work", "issue", "gh://t")
+    registry.upsert_agent(agent("a/later", bindings=[issue], tools=["file"]))
+    registry.upsert_agent(agent("a/filer", bindings=[issue], tools=[use("file", ticket="bug")]))
+    registry.upsert_agent(agent("a/triager", bindings=[issue], tools=["triage"]))
+    for key in ("a/later", "a/filer", "a/triager"):
+        registry.resolve(key)
+    affected = resolved(registry).upsert_type(rtype("issue", "tracker"))
+    # a/later examines an issue and asks for a tracker, but only in a slot left deferred.
+    assert affected.agents == {"a/filer", "a/triager"}
+
+
+def test_a_parent_change_reaches_tools_whose_static_slots_check_it_and_their_users() -> None:
+    registry = world()
+    registry.upsert_type(rtype("tracker"))
+    registry.upsert_type(rtype("issue", "tracker"))
+    registry.upsert_resource(resource("a/bug", "issue", "gh://bug"))
+    registry.upsert_tool(tool("a/pin", slot("ticket", "tracker", "static", static="bug")))
+    registry.upsert_tool(tool("a/keep", slot("ticket", "issue", "static", static="bug")))
+    registry.upsert_agent(agent("a/pinner", tools=["pin"]))
+    registry.upsert_agent(agent("a/keeper", tools=["keep"]))
+    for key in ("a/pinner", "a/keeper"):
+        assert registry.resolve(key).ok  # the Tool's own bound static slot, shared
+    affected = resolved(registry).upsert_type(rtype("issue"))
+    assert affected.tools == {"a/pin"}  # a/keep asks for an issue, which it still is
+    assert affected.agents == {"a/pinner"}  # its result holds a/pin's static slot
+    assert registry.validate_tool("a/pin").errors
+    assert not registry.resolve("a/pinner").ok
 
 
 def test_an_agent_not_resolved_since_it_was_affected_is_assumed_to_read_every_type() -> None:

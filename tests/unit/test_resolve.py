@@ -7,7 +7,13 @@ import pytest
 from controller.domain.label_selectors import matches
 from controller.domain.models import BindingMode, LabelSelector, LabelSelectorRequirement
 from controller.domain.registry import Registry
-from controller.domain.results import BindingState, BoundResource, SlotResult
+from controller.domain.results import (
+    BindingState,
+    BoundResource,
+    DirectResult,
+    ResultModel,
+    SlotResult,
+)
 from tests.unit.domain_objects import (
     Object,
     agent,
@@ -87,8 +93,9 @@ def test_a_supertype_does_not_fill_a_slot_asking_for_a_subtype() -> None:
     )
     result = only_slot(registry)
     assert result.state is BindingState.ERROR
-    assert "type 'git-checkout' is not compatible with 'fs-directory' (ancestors: vcs)" in (
-        result.message
+    assert (
+        "'git://x': type 'git-checkout' is neither 'fs-directory' nor lists 'fs-directory' in its "
+        "parentTypes, directly or through its parents." in result.message
     )
 
 
@@ -100,7 +107,8 @@ def test_no_compatible_resource_for_a_required_slot_is_an_error_naming_everythin
     assert result.message == (
         "agent a/dev, tool 'git', slot 'repo': no linked resource is compatible with "
         "'git-checkout'. Candidates: 'file:///n': type 'ghost' is not a registered ResourceType; "
-        "'gh://1': type 'issue' is not compatible with 'git-checkout' (ancestors: none). "
+        "'gh://1': type 'issue' is neither 'git-checkout' nor lists 'git-checkout' in its "
+        "parentTypes, directly or through its parents. "
         "Fix: create a ResourceType named 'ghost', or link a Resource of type 'git-checkout' "
         "(or a subtype) through spec.resources or spec.resourceSelector, or make the slot "
         "optional (required: false)."
@@ -137,7 +145,7 @@ def test_no_compatible_resource_for_an_optional_slot_is_unbound() -> None:
     assert result.required is False
     assert result.message.startswith(
         "agent a/dev, tool 'git', slot 'repo': optional, and no linked resource is compatible "
-        "with 'git-checkout'. Candidates: 'gh://1': type 'issue' is not compatible"
+        "with 'git-checkout'. Candidates: 'gh://1': type 'issue' is neither 'git-checkout'"
     )
     assert "make the slot optional" not in result.message
 
@@ -335,8 +343,8 @@ def test_a_registered_resource_of_an_incompatible_type_makes_the_direct_binding_
     assert direct.resource is None
     assert direct.message == (
         "agent a/dev, direct binding 'work': its URI 'gh://1' is Resource a/issue-1, and its "
-        "type 'issue' is not compatible with 'git-checkout' (ancestors: none). Fix: change the "
-        "tag or the Resource's type."
+        "type 'issue' is neither 'git-checkout' nor lists 'git-checkout' in its parentTypes, "
+        "directly or through its parents. Fix: change the tag or the Resource's type."
     )
     result = only_slot(registry)
     assert result.state is BindingState.ERROR
@@ -460,8 +468,9 @@ def test_a_static_slot_naming_an_incompatible_resource_is_an_error() -> None:
     registry = registry_of(*TYPES, STATIC, resource("a/shared", "issue", "gh://1"))
     assert registry.validate_tool("a/cfg").errors == [
         "tool a/cfg, slot 'config': its staticResource 'shared' names a resource that cannot "
-        "fill it. Candidates: 'gh://1': type 'issue' is not compatible with 'git-checkout' "
-        "(ancestors: none). Fix: point staticResource at a Resource of type 'git-checkout' "
+        "fill it. Candidates: 'gh://1': type 'issue' is neither 'git-checkout' nor lists "
+        "'git-checkout' in its parentTypes, directly or through its parents. Fix: point "
+        "staticResource at a Resource of type 'git-checkout' "
         "(or a subtype), or change the slot's resourceType."
     ]
 
@@ -598,8 +607,9 @@ def test_a_parameter_naming_an_incompatible_resource_is_an_error() -> None:
     result = parameter("bug", resource("a/bug", "issue", "gh://1"))
     assert result.message == (
         "agent a/dev, tool 'run', slot 'target': its parameter value 'bug' (by name) names a "
-        "resource that cannot fill it. Candidates: 'gh://1': type 'issue' is not compatible "
-        "with 'git-checkout' (ancestors: none). Fix: set the parameter to a resource of type "
+        "resource that cannot fill it. Candidates: 'gh://1': type 'issue' is neither "
+        "'git-checkout' nor lists 'git-checkout' in its parentTypes, directly or through its "
+        "parents. Fix: set the parameter to a resource of type "
         "'git-checkout' (or a subtype), or change the slot's resourceType."
     )
 
@@ -679,3 +689,52 @@ def test_a_uri_scheme_the_type_does_not_list_is_invalid(uri: str, has: str) -> N
 def test_a_uri_scheme_the_type_allows_is_valid(schemes: list[str], uri: str) -> None:
     registry = registry_of(rtype("issue", schemes=schemes), resource("a/r", "issue", uri))
     assert registry.validate_resource("a/r") == []
+
+
+# --------------------------------------------------------------------------------------------
+# Results are built without validation
+
+
+def test_results_are_what_validating_their_values_gives_and_dump_in_field_order() -> None:
+    """Resolution builds its results with ``ResultModel.trusted``: each must equal the model
+    validated from its own values, and dump with the same keys in the same order."""
+    registry = registry_of(
+        *TYPES,
+        rtype("doc"),
+        labelled("src", "fs-directory", "file:///s", alias="repo"),
+        labelled("cfg", "git-checkout", "git://c"),
+        resource("a/shared", "vcs", "git://v", attributes={"branch": "main"}),
+        tool(
+            "a/git",
+            slot("repo", "git-checkout"),
+            slot("doc", "doc", required=False),
+            slot("ghost", "ghost"),
+            slot("base", "vcs", "static", static="shared"),
+            slot("target", "vcs", "parameter"),
+            slot("later", "vcs", "parameter"),
+        ),
+        agent(
+            "a/dev",
+            bindings=[("work", "issue", "gh://1"), ("notes", "ghost", "x://n")],
+            tools=[use("git", target="cfg"), "missing"],
+            selector=GROUP,
+        ),
+    )
+    resolution = registry.resolve("a/dev")
+    bindings: list[DirectResult | SlotResult] = [*resolution.direct, *resolution.slots]
+    assert {b.state for b in bindings} == set(BindingState)
+    results: list[ResultModel] = [
+        resolution,
+        registry.validate_tool("a/git"),
+        *bindings,
+        *(c for s in resolution.slots for c in s.candidates),
+        *(b.resource for b in bindings if b.resource),
+    ]
+    for result in results:
+        validated = type(result).model_validate(result.model_dump())
+        assert validated == result
+        dumped = result.model_dump(mode="json", by_alias=True)
+        assert list(dumped.items()) == list(
+            validated.model_dump(mode="json", by_alias=True).items()
+        )
+        assert result.model_fields_set == set(type(result).model_fields)

@@ -32,6 +32,7 @@ from controller.domain.results import (
 )
 from controller.domain.status import (
     ERROR_STATE,
+    MAX_MESSAGE,
     SessionView,
     agent_status,
     condition,
@@ -157,6 +158,13 @@ def test_condition_shape() -> None:
         "observedGeneration": 4,
     }
     assert condition("Ready", False, "R", "m", 4)["status"] == "False"
+
+
+def test_condition_messages_are_clipped_to_stay_writable() -> None:
+    message = condition("Ready", False, "R", "x" * (MAX_MESSAGE + 100), 4)["message"]
+    assert len(message) <= MAX_MESSAGE
+    assert message.endswith("... (140 more characters)")
+    assert condition("Ready", False, "R", "x" * MAX_MESSAGE, 4)["message"] == "x" * MAX_MESSAGE
 
 
 # ------------------------------------------------------------------------------- merge_conditions
@@ -367,6 +375,15 @@ def test_waiting_without_a_named_holder() -> None:
     s = status_for(plan, waiting_since=T1)
     assert s["work"] == {"uri": URI, "held": False, "since": T1}
     assert "its release" in cond(s["conditions"], "Ready")["message"]
+
+
+def test_waiting_without_a_known_start_says_no_since() -> None:
+    s = status_for(WAITING)
+    assert s["work"] == {
+        "uri": URI,
+        "held": False,
+        "waitingFor": {"namespace": "team", "name": "bob"},
+    }
 
 
 def test_error_status() -> None:
