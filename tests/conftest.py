@@ -253,6 +253,8 @@ def controller_writes(cluster: Cluster, namespace: str, since: float = 0.0) -> l
     with open(cluster.audit_log, "rb") as log:
         log.seek(int(since))
         for raw in log:
+            if not raw.endswith(b"\n"):
+                break  # the API server is still writing this line
             entry = json.loads(raw)
             if not str(entry.get("userAgent", "")).startswith(USER_AGENT.split("/")[0]):
                 continue
@@ -272,5 +274,17 @@ def controller_writes(cluster: Cluster, namespace: str, since: float = 0.0) -> l
 
 
 def audit_mark(cluster: Cluster) -> float:
-    """The current end of the audit log: count writes after this point."""
-    return float(cluster.audit_log.stat().st_size)
+    """The end of the audit log's last complete line: count writes after this point.
+
+    The API server may be half-way through writing a line; the mark never falls inside it.
+    """
+    with open(cluster.audit_log, "rb") as log:
+        end = log.seek(0, os.SEEK_END)
+        while end > 0:
+            start = max(0, end - 65536)
+            log.seek(start)
+            newline = log.read(end - start).rfind(b"\n")
+            if newline >= 0:
+                return float(start + newline + 1)
+            end = start
+    return 0.0
