@@ -20,8 +20,6 @@ from controller.k8s.builders import MANAGED_BY, MANAGER
 from controller.reconciler import Controller, ItemKind
 
 OWNED_SELECTOR = f"{MANAGED_BY}={MANAGER}"
-LIST_PAGE = 500
-"""Objects per LIST page, for the start-up LIST and for kopf's own listing."""
 
 
 def _controller(memo: Any) -> Controller:
@@ -108,7 +106,7 @@ def configure_watching(settings: kopf.OperatorSettings) -> None:
     settings.watching.reconnect_backoff = 1.0
     # List in pages, as the start-up LIST does: one response holding every agent and every
     # bindings ConfigMap at once is the controller's memory peak in a large namespace.
-    settings.watching.chunk_size = LIST_PAGE
+    settings.watching.chunk_size = api.LIST_PAGE
     for ref in OWNED:
         settings.watching.label_selectors[ref.plural] = OWNED_SELECTOR
     # kopf keeps one task per object until it has been idle this long; a restart lists every

@@ -93,25 +93,21 @@ class LeaderElector:
                 return False
             transitions = int(spec.get("leaseTransitions") or 0) + (0 if mine else 1)
             acquired = spec.get("acquireTime") if mine else None
-            await self.api.json_patch(
+            await self.api.json_patch_at(
                 LEASES,
                 self.namespace,
                 self.name,
+                lease["metadata"]["resourceVersion"],
                 [
-                    {
-                        "op": "test",
-                        "path": "/metadata/resourceVersion",
-                        "value": lease["metadata"]["resourceVersion"],
-                    },
                     {
                         "op": "replace",
                         "path": "/spec",
                         "value": self._spec(now, acquired, transitions),
-                    },
+                    }
                 ],
             )
         except ApiError as exc:
-            if exc.conflict or exc.status == 422:  # someone else wrote first
+            if exc.stale:  # someone else wrote first
                 return False
             raise
         return True
@@ -123,16 +119,12 @@ class LeaderElector:
             lease = await self.api.get(LEASES, self.namespace, self.name)
             if lease is None or (lease.get("spec") or {}).get("holderIdentity") != self.identity:
                 return
-            await self.api.json_patch(
+            await self.api.json_patch_at(
                 LEASES,
                 self.namespace,
                 self.name,
+                lease["metadata"]["resourceVersion"],
                 [
-                    {
-                        "op": "test",
-                        "path": "/metadata/resourceVersion",
-                        "value": lease["metadata"]["resourceVersion"],
-                    },
                     {"op": "replace", "path": "/spec/holderIdentity", "value": ""},
                     {"op": "replace", "path": "/spec/leaseDurationSeconds", "value": 1},
                 ],

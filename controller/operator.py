@@ -33,12 +33,12 @@ async def prime(controller: Controller, namespaces: list[str]) -> None:
     scopes = namespaces or [""]
     for kind, ref in handlers.WATCHED:
         for ns in scopes if ref.namespaced else [""]:
-            for body in await controller.api.list_all(ref, ns, page=handlers.LIST_PAGE):
+            for body in await controller.api.list_all(ref, ns):
                 controller.observe(kind, body)
     for ref in handlers.OWNED:
         for ns in scopes:
             for body in await controller.api.list_all(
-                ref, ns, label_selector=handlers.OWNED_SELECTOR, page=handlers.LIST_PAGE
+                ref, ns, label_selector=handlers.OWNED_SELECTOR
             ):
                 controller.observe_owned(ref, body)
 

@@ -805,13 +805,15 @@ class Controller:
         except ApiError as exc:
             if not exc.conflict:
                 raise
-            ns, name = _split(key)
-            found = await self.api.get(STATEFUL_SETS, ns, name)
-            if found is not None:  # adopt it; the next pass decides from what it says
-                _remember(self.observed.sessions, key, found)
+            await self._reread_session(*_split(key))  # adopt it: the next pass decides from it
             raise
         metrics.API_WRITES.labels("statefulsets", "create").inc()
         return written
+
+    async def _reread_session(self, ns: str, name: str) -> None:
+        found = await self.api.get(STATEFUL_SETS, ns, name)
+        if found is not None:
+            _remember(self.observed.sessions, f"{ns}/{name}", found)
 
     async def _relaunch_session(
         self, agent: AgentObject, current: dict[str, Any], desired: dict[str, Any]
@@ -824,26 +826,18 @@ class Controller:
         ns, name = agent.meta.namespace, desired["metadata"]["name"]
         ops = [
             {
-                "op": "test",
-                "path": "/metadata/resourceVersion",
-                "value": current["metadata"]["resourceVersion"],
-            },
-            {
                 "op": "add",
                 "path": "/metadata/annotations",
                 "value": desired["metadata"]["annotations"],
             },
             {"op": "replace", "path": "/spec/template", "value": desired["spec"]["template"]},
         ]
+        rv = current["metadata"]["resourceVersion"]
         try:
-            written = await self.api.json_patch(STATEFUL_SETS, ns, name, ops)
+            written = await self.api.json_patch_at(STATEFUL_SETS, ns, name, rv, ops)
         except ApiError as exc:
-            # A failed "test" is a 422: the workload changed since we saw it. Read it again, so
-            # the retry decides from what is there now, not from the version that failed.
-            if exc.status in (409, 422):
-                found = await self.api.get(STATEFUL_SETS, ns, name)
-                if found is not None:
-                    _remember(self.observed.sessions, f"{ns}/{name}", found)
+            if exc.stale:  # it changed since we saw it: the retry decides from what is there now
+                await self._reread_session(ns, name)
             raise
         metrics.API_WRITES.labels("statefulsets", "patch").inc()
         return written

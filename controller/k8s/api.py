@@ -27,6 +27,9 @@ USER_AGENT = f"bindery-controller/{__version__}"
 
 T = TypeVar("T")
 
+LIST_PAGE = 500
+"""Objects per LIST page: the start-up LIST's and kopf's own listing's."""
+
 
 class ApiError(Exception):
     """A non-2xx answer from the API server."""
@@ -45,6 +48,12 @@ class ApiError(Exception):
     def conflict(self) -> bool:
         """409: the object exists already, or a resourceVersion/uid precondition failed."""
         return self.status == 409
+
+    @property
+    def stale(self) -> bool:
+        """The write was decided from an old version: a 409, or the 422 of a failed JSON patch
+        ``test`` (see :meth:`KubeApi.json_patch_at`)."""
+        return self.status in (409, 422)
 
 
 @dataclass(frozen=True)
@@ -160,7 +169,7 @@ class KubeApi:
             raise
 
     async def list_all(
-        self, kind: Kind, namespace: str = "", label_selector: str = "", page: int = 500
+        self, kind: Kind, namespace: str = "", label_selector: str = "", page: int = LIST_PAGE
     ) -> list[dict[str, Any]]:
         """Every object of ``kind`` (in ``namespace``, or all), fetched in pages."""
         items: list[dict[str, Any]] = []
@@ -195,6 +204,18 @@ class KubeApi:
         self, kind: Kind, namespace: str, name: str, ops: list[dict[str, Any]], sub: str = ""
     ) -> dict[str, Any]:
         return await self.request("PATCH", kind.path(namespace, name, sub), ops, JSON_PATCH)
+
+    async def json_patch_at(
+        self,
+        kind: Kind,
+        namespace: str,
+        name: str,
+        resource_version: str,
+        ops: list[dict[str, Any]],
+    ) -> dict[str, Any]:
+        """``ops`` applied only if the object is still at ``resource_version`` (else HTTP 422)."""
+        test = {"op": "test", "path": "/metadata/resourceVersion", "value": resource_version}
+        return await self.json_patch(kind, namespace, name, [test, *ops])
 
     async def replace_status(
         self, kind: Kind, namespace: str, name: str, status: dict[str, Any]

@@ -53,7 +53,7 @@ def test_configure_watching_selects_only_owned_objects_and_drops_the_diff_base()
     settings = kopf.OperatorSettings()
     handlers.configure_watching(settings)
     assert isinstance(settings.persistence.diffbase_storage, handlers.NoDiffBase)
-    assert settings.watching.chunk_size == handlers.LIST_PAGE
+    assert settings.watching.chunk_size == api.LIST_PAGE
     for ref in handlers.OWNED:
         assert settings.watching.label_selectors[ref.plural] == handlers.OWNED_SELECTOR
     assert settings.watching.server_timeout is not None

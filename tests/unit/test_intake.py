@@ -240,7 +240,7 @@ class _WorkloadChangedMeanwhile:
     def __init__(self, current: dict[str, Any]) -> None:
         self.current = current
 
-    async def json_patch(self, kind: Kind, ns: str, name: str, *_: Any) -> dict[str, Any]:
+    async def json_patch_at(self, kind: Kind, ns: str, name: str, *_: Any) -> dict[str, Any]:
         raise ApiError(422, "PATCH", kind.path(ns, name), {"message": "test operation failed"})
 
     async def get(self, *_: Any) -> dict[str, Any]:
