@@ -14,7 +14,7 @@ HELM_VERSION="v3.22.0"
 KWOK_VERSION="v0.8.0"
 
 # The cache key covers every pinned module file, so a version bump never reuses stale binaries.
-key="$(cat "$here"/*/go.mod "$here"/*/go.sum | sha256sum | cut -c1-12)"
+key="$(cat "$here"/{etcd,helm,k8s,kwok}/go.mod "$here"/{etcd,helm,k8s,kwok}/go.sum | sha256sum | cut -c1-12)"
 cache_root="${BINDERY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/bindery}"
 bin="$cache_root/k8s-$K8S_VERSION-$key/bin"
 
