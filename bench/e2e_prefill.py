@@ -3,7 +3,7 @@
 The 10,000-agent start-up benchmark needs 10,000 agents whose status and bindings ConfigMap are
 already current (a restart, not a first start). Reconciling them with the controller itself costs
 more than 25,000 writes through one loaded API server, several minutes on a 2-core machine. This
-module runs the controller's own reconcile code (``controller.reconciler.Controller.process``)
+module runs the controller's own reconcile code (``controller.reconcile.Controller.process``)
 against a recording stand-in for its API, then writes what it recorded (statuses and ConfigMaps;
 no events) with the benchmark's client. It runs as a child process importing the controller from
 the same source tree as the measured controller (``--controller-src``), so both compute alike.
@@ -29,7 +29,9 @@ import structlog
 
 from bench import e2e_objects as objs
 from bench.e2e_kube import Kube
-from controller.reconciler import Controller
+from controller.domain.refs import Kind
+from controller.k8s import api as k8s_api
+from controller.reconcile import Controller
 
 Body = dict[str, Any]
 
@@ -82,7 +84,7 @@ def prefill(
     for kind, items in listed.items():
         for body in items:
             body.setdefault("apiVersion", f"{objs.GROUP}/{objs.VERSION}")
-            ctl.observe(kind, body)  # type: ignore[arg-type]
+            ctl.observe(k8s_api.ENDPOINTS[Kind(kind)], body)
 
     async def passes() -> None:
         while len(ctl.queue):

@@ -17,55 +17,42 @@ import kopf
 
 from controller.k8s import api
 from controller.k8s.builders import MANAGED_BY, MANAGER
-from controller.reconciler import Controller, ItemKind
+from controller.reconcile import Controller
+from controller.reconcile.intake import OWNED
+
+__all__ = [
+    "OWNED",
+    "OWNED_SELECTOR",
+    "WATCHED",
+    "NoDiffBase",
+    "configure_watching",
+    "register",
+]
 
 OWNED_SELECTOR = f"{MANAGED_BY}={MANAGER}"
+WATCHED: tuple[api.Endpoint, ...] = tuple(api.ENDPOINTS.values())
+"""The four Bindery kinds."""
 
 
-def _controller(memo: Any) -> Controller:
-    controller: Controller = memo.controller
-    return controller
-
-
-def _deleted(event: dict[str, Any]) -> bool:
-    return event.get("type") == "DELETED"
-
-
-def _observe(kind: ItemKind):  # type: ignore[no-untyped-def]
+def _observe(endpoint: api.Endpoint):  # type: ignore[no-untyped-def]
     async def handler(event: dict[str, Any], memo: Any, **_: Any) -> None:
-        _controller(memo).observe(kind, event["object"], deleted=_deleted(event))
+        controller: Controller = memo.controller
+        controller.observe(endpoint, event["object"], deleted=event.get("type") == "DELETED")
 
-    handler.__name__ = f"observe_{kind}"
+    handler.__name__ = f"observe_{endpoint.plural}"
     return handler
-
-
-def _observe_owned(kind: api.Kind):  # type: ignore[no-untyped-def]
-    async def handler(event: dict[str, Any], memo: Any, **_: Any) -> None:
-        _controller(memo).observe_owned(kind, event["object"], deleted=_deleted(event))
-
-    handler.__name__ = f"observe_{kind.plural}"
-    return handler
-
-
-WATCHED: tuple[tuple[ItemKind, api.Kind], ...] = (
-    ("type", api.RESOURCE_TYPES),
-    ("resource", api.RESOURCES),
-    ("tool", api.TOOLS),
-    ("agent", api.AGENTS),
-)
-OWNED: tuple[api.Kind, ...] = (api.CONFIG_MAPS, api.STATEFUL_SETS, api.LEASES)
 
 
 def register(registry: kopf.OperatorRegistry) -> None:
     """Register the watch handlers on ``registry``."""
-    for kind, ref in WATCHED:
+    for ref in WATCHED:
         kopf.on.event(
             group=ref.group,
             version=ref.version,
             plural=ref.plural,
             registry=registry,
             id=f"observe-{ref.plural}",
-        )(_observe(kind))
+        )(_observe(ref))
     for ref in OWNED:
         kopf.on.event(
             group=ref.group or None,
@@ -74,7 +61,7 @@ def register(registry: kopf.OperatorRegistry) -> None:
             registry=registry,
             labels={MANAGED_BY: MANAGER},
             id=f"observe-{ref.plural}",
-        )(_observe_owned(ref))
+        )(_observe(ref))
 
 
 class NoDiffBase(kopf.DiffBaseStorage):

@@ -21,9 +21,9 @@ import structlog
 from prometheus_client import start_http_server
 
 from controller import handlers, logs
-from controller.k8s.api import KubeApi, load_api_client
+from controller.k8s.api import AGENTS, KubeApi, load_api_client
 from controller.leader import LeaderElector, LeadershipLostError
-from controller.reconciler import Controller
+from controller.reconcile import Controller
 
 log = structlog.get_logger("bindery.operator")
 
@@ -31,16 +31,16 @@ log = structlog.get_logger("bindery.operator")
 async def prime(controller: Controller, namespaces: list[str]) -> None:
     """Load every watched object before the first pass (one LIST per kind and namespace)."""
     scopes = namespaces or [""]
-    for kind, ref in handlers.WATCHED:
+    for ref in handlers.WATCHED:
         for ns in scopes if ref.namespaced else [""]:
             for body in await controller.api.list_all(ref, ns):
-                controller.observe(kind, body)
+                controller.observe(ref, body)
     for ref in handlers.OWNED:
         for ns in scopes:
             for body in await controller.api.list_all(
                 ref, ns, label_selector=handlers.OWNED_SELECTOR
             ):
-                controller.observe_owned(ref, body)
+                controller.observe(ref, body)
 
 
 def _identity() -> str:
@@ -89,7 +89,7 @@ def build_registry(options: Options, stop: asyncio.Event) -> kopf.OperatorRegist
                 "controller started",
                 workers=options.workers,
                 namespaces=options.namespaces or ["*"],
-                agents=len(controller.observed.bodies["agent"]),
+                agents=len(controller.store.of(AGENTS)),
             )
 
         if not options.leader_election:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from controller.domain.launch import LaunchPlan
+from controller.domain.launch import LaunchAction, LaunchPlan
 from controller.domain.models import ToolSpec
 from controller.domain.results import (
     AgentResolution,
@@ -341,3 +341,93 @@ def resource_status(
     if holder is not None:
         status["holder"] = {**_ref(holder.holder), "uid": holder.holder_uid}
     return status
+
+
+# ---------------------------------------------------------------------- shared by every kind
+
+
+def invalid_status(
+    generation: int, error: str, old: dict[str, Any], now: str, *, state: bool = False
+) -> dict[str, Any]:
+    """The status of an object whose spec the models reject: not Ready, Stalled on the spec."""
+    conditions = [
+        condition("Ready", False, "InvalidSpec", error, generation),
+        condition("Stalled", True, "InvalidSpec", error, generation),
+    ]
+    new: dict[str, Any] = {
+        "observedGeneration": generation,
+        "conditions": merge_conditions(old.get("conditions"), conditions, now),
+    }
+    if state:
+        new["state"] = ERROR_STATE
+    return new
+
+
+def ready_condition(st: dict[str, Any]) -> dict[str, Any]:
+    return next((c for c in st.get("conditions") or [] if c.get("type") == "Ready"), {})
+
+
+def is_ready(st: dict[str, Any]) -> bool:
+    return ready_condition(st).get("status") == "True"
+
+
+def ready_message(st: dict[str, Any]) -> str:
+    return str(ready_condition(st).get("message", ""))
+
+
+def waiting_since(old: dict[str, Any], plan: WorkPlan, now: str) -> str:
+    """When this agent began waiting for ``plan.uri``: kept from ``old`` while it still waits."""
+    if plan.state is not WorkState.WAITING:
+        return ""
+    work = old.get("work") or {}
+    if work.get("uri") == plan.uri and not work.get("held") and work.get("since"):
+        return str(work["since"])
+    return now
+
+
+# ---------------------------------------------------------------------- events
+
+
+@dataclass(frozen=True)
+class Note:
+    """One Event to post about an object."""
+
+    reason: str
+    message: str
+    warning: bool = False
+
+
+def agent_events(
+    old: dict[str, Any], new: dict[str, Any], launched: LaunchAction | None
+) -> list[Note]:
+    """The Events an agent's status transition from ``old`` to ``new`` posts."""
+    notes: list[Note] = []
+    if launched is not None:
+        notes.append(
+            Note(
+                "Launched" if launched is LaunchAction.LAUNCH else "Relaunched",
+                f"session launched at generation {new.get('desiredLaunchGeneration')}"
+                f" with trajectory {str(new.get('desiredTrajectoryHash'))[:19]}",
+            )
+        )
+    before, after = old.get("state"), new.get("state")
+    if before == after:
+        return notes
+    message = ready_message(new)
+    if after == ERROR_STATE:
+        notes.append(Note("BindingError", message, warning=True))
+    elif after == WorkState.WAITING.value:
+        notes.append(Note("WaitingForWork", message))
+    elif after == WorkState.WORKING.value:
+        uri = (new.get("work") or {}).get("uri", "")
+        notes.append(Note("AcquiredWork", f"holds work URI {uri!r}"))
+    elif before == ERROR_STATE:  # a new agent says it in its Ready condition
+        notes.append(Note("Bound", message))
+    return notes
+
+
+def tool_events(old: dict[str, Any], new: dict[str, Any]) -> list[Note]:
+    """The Events a Tool's status transition posts: one when it stops being valid."""
+    if is_ready(new) != is_ready(old) and not is_ready(new):
+        return [Note("InvalidStaticSlot", ready_message(new), warning=True)]
+    return []

@@ -19,6 +19,7 @@ from kubernetes import client, config
 
 from controller import __version__
 from controller.domain.models import GROUP, VERSION
+from controller.domain.refs import Kind
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -57,8 +58,8 @@ class ApiError(Exception):
 
 
 @dataclass(frozen=True)
-class Kind:
-    """Where a kind lives in the REST API."""
+class Endpoint:
+    """Where a kind of object lives in the REST API."""
 
     group: str
     version: str
@@ -77,14 +78,22 @@ class Kind:
         return base
 
 
-RESOURCE_TYPES = Kind(GROUP, VERSION, "resourcetypes", namespaced=False)
-RESOURCES = Kind(GROUP, VERSION, "resources")
-TOOLS = Kind(GROUP, VERSION, "tools")
-AGENTS = Kind(GROUP, VERSION, "agentspecs")
-CONFIG_MAPS = Kind("", "v1", "configmaps")
-STATEFUL_SETS = Kind("apps", "v1", "statefulsets")
-LEASES = Kind("coordination.k8s.io", "v1", "leases")
-EVENTS = Kind("events.k8s.io", "v1", "events")
+RESOURCE_TYPES = Endpoint(GROUP, VERSION, "resourcetypes", namespaced=False)
+RESOURCES = Endpoint(GROUP, VERSION, "resources")
+TOOLS = Endpoint(GROUP, VERSION, "tools")
+AGENTS = Endpoint(GROUP, VERSION, "agentspecs")
+CONFIG_MAPS = Endpoint("", "v1", "configmaps")
+STATEFUL_SETS = Endpoint("apps", "v1", "statefulsets")
+LEASES = Endpoint("coordination.k8s.io", "v1", "leases")
+EVENTS = Endpoint("events.k8s.io", "v1", "events")
+
+ENDPOINTS: dict[Kind, Endpoint] = {
+    Kind.TYPE: RESOURCE_TYPES,
+    Kind.RESOURCE: RESOURCES,
+    Kind.TOOL: TOOLS,
+    Kind.AGENT: AGENTS,
+}
+"""The endpoint of each Bindery kind."""
 
 
 def load_api_client() -> client.ApiClient:
@@ -160,7 +169,7 @@ class KubeApi:
 
     # ------------------------------------------------------------------ verbs
 
-    async def get(self, kind: Kind, namespace: str, name: str) -> dict[str, Any] | None:
+    async def get(self, kind: Endpoint, namespace: str, name: str) -> dict[str, Any] | None:
         try:
             return await self.request("GET", kind.path(namespace, name))
         except ApiError as exc:
@@ -169,7 +178,7 @@ class KubeApi:
             raise
 
     async def list_all(
-        self, kind: Kind, namespace: str = "", label_selector: str = "", page: int = LIST_PAGE
+        self, kind: Endpoint, namespace: str = "", label_selector: str = "", page: int = LIST_PAGE
     ) -> list[dict[str, Any]]:
         """Every object of ``kind`` (in ``namespace``, or all), fetched in pages."""
         items: list[dict[str, Any]] = []
@@ -191,23 +200,23 @@ class KubeApi:
             if not token:
                 return items
 
-    async def create(self, kind: Kind, body: dict[str, Any]) -> dict[str, Any]:
+    async def create(self, kind: Endpoint, body: dict[str, Any]) -> dict[str, Any]:
         namespace = body["metadata"].get("namespace", "")
         return await self.request("POST", kind.path(namespace), body)
 
     async def merge_patch(
-        self, kind: Kind, namespace: str, name: str, patch: dict[str, Any], sub: str = ""
+        self, kind: Endpoint, namespace: str, name: str, patch: dict[str, Any], sub: str = ""
     ) -> dict[str, Any]:
         return await self.request("PATCH", kind.path(namespace, name, sub), patch, MERGE_PATCH)
 
     async def json_patch(
-        self, kind: Kind, namespace: str, name: str, ops: list[dict[str, Any]], sub: str = ""
+        self, kind: Endpoint, namespace: str, name: str, ops: list[dict[str, Any]], sub: str = ""
     ) -> dict[str, Any]:
         return await self.request("PATCH", kind.path(namespace, name, sub), ops, JSON_PATCH)
 
     async def json_patch_at(
         self,
-        kind: Kind,
+        kind: Endpoint,
         namespace: str,
         name: str,
         resource_version: str,
@@ -218,7 +227,7 @@ class KubeApi:
         return await self.json_patch(kind, namespace, name, [test, *ops])
 
     async def replace_status(
-        self, kind: Kind, namespace: str, name: str, status: dict[str, Any]
+        self, kind: Endpoint, namespace: str, name: str, status: dict[str, Any]
     ) -> dict[str, Any]:
         """Write the whole status (JSON patch ``add /status`` replaces it, stale keys included)."""
         return await self.json_patch(
@@ -227,7 +236,7 @@ class KubeApi:
 
     async def delete(
         self,
-        kind: Kind,
+        kind: Endpoint,
         namespace: str,
         name: str,
         *,

@@ -22,9 +22,7 @@ def _registry() -> kopf.OperatorRegistry:
 def test_every_watched_and_owned_kind_has_one_event_handler() -> None:
     watching = _registry()._watching.get_all_handlers()
     plurals = sorted(str(h.selector.plural) for h in watching if h.selector)
-    expected = sorted(
-        [ref.plural for _, ref in handlers.WATCHED] + [r.plural for r in handlers.OWNED]
-    )
+    expected = sorted([ref.plural for ref in handlers.WATCHED] + [r.plural for r in handlers.OWNED])
     assert plurals == expected
 
 
@@ -64,10 +62,7 @@ class _Intake:
     def __init__(self) -> None:
         self.seen: list[tuple[str, str, bool, int]] = []
 
-    def observe(self, kind: str, body: dict[str, Any], deleted: bool = False) -> None:
-        self.seen.append((kind, body["metadata"]["name"], deleted, threading.get_ident()))
-
-    def observe_owned(self, kind: api.Kind, body: dict[str, Any], deleted: bool = False) -> None:
+    def observe(self, kind: api.Endpoint, body: dict[str, Any], deleted: bool = False) -> None:
         self.seen.append((kind.plural, body["metadata"]["name"], deleted, threading.get_ident()))
 
 
@@ -85,6 +80,6 @@ async def test_a_handler_hands_the_event_to_the_intake_on_the_loop_thread(
     loop_thread = threading.get_ident()
     deleted = event_type == "DELETED"
     assert intake.seen == [
-        ("agent", "x", deleted, loop_thread),
+        ("agentspecs", "x", deleted, loop_thread),
         ("configmaps", "x", deleted, loop_thread),
     ]

@@ -1,7 +1,7 @@
-"""The reconciler's intake: what a watch event does to the observed view and the queue.
+"""The intake: what an observed version does to the view and the queue.
 
-No API server is involved: intake only updates memory and queues keys. What the reconciler then
-writes is tested against the real API server in tests/integration.
+No API server is involved: intake only updates memory and queues requests. What the reconcilers
+then write is tested against the real API server in tests/integration.
 """
 
 from __future__ import annotations
@@ -10,8 +10,19 @@ from typing import Any
 
 import pytest
 
-from controller.k8s.api import CONFIG_MAPS, LEASES, ApiError, Kind
-from controller.reconciler import Controller, Tombstones
+from controller.domain.refs import Request
+from controller.k8s.api import (
+    AGENTS,
+    CONFIG_MAPS,
+    LEASES,
+    RESOURCE_TYPES,
+    STATEFUL_SETS,
+    TOOLS,
+    ApiError,
+    Endpoint,
+)
+from controller.reconcile import Controller
+from controller.reconcile.store import Tombstones
 
 NS = "team"
 
@@ -26,20 +37,18 @@ def body(
 
 
 def drain(c: Controller) -> set[tuple[str, str]]:
-    items: set[tuple[str, str]] = set()
-    while not c.queue._queue.empty():
-        item = c.queue._queue.get_nowait()
-        c.queue._pending.discard(item)
-        items.add(item)
-    return items
+    return {(r.kind.value, r.ref.key) for r in c.queue.drain()}
 
 
 def controller() -> Controller:
     c = Controller(api=None)  # type: ignore[arg-type]  # intake never calls the API
-    c.observe("type", body("ResourceType", "git-checkout", {}, 1, ns=""))
-    c.observe("type", body("ResourceType", "worktree", {"parentTypes": ["git-checkout"]}, 2, ns=""))
+    c.observe(RESOURCE_TYPES, body("ResourceType", "git-checkout", {}, 1, ns=""))
     c.observe(
-        "tool",
+        RESOURCE_TYPES,
+        body("ResourceType", "worktree", {"parentTypes": ["git-checkout"]}, 2, ns=""),
+    )
+    c.observe(
+        TOOLS,
         body(
             "Tool",
             "fmt",
@@ -48,7 +57,7 @@ def controller() -> Controller:
         ),
     )
     c.observe(
-        "agent",
+        AGENTS,
         body(
             "AgentSpec",
             "a",
@@ -65,13 +74,13 @@ def controller() -> Controller:
 
 def test_a_spec_change_queues_the_object_and_its_dependents() -> None:
     c = controller()
-    c.observe("type", body("ResourceType", "worktree", {"parentTypes": []}, 10, ns=""))
+    c.observe(RESOURCE_TYPES, body("ResourceType", "worktree", {"parentTypes": []}, 10, ns=""))
     assert ("agent", f"{NS}/a") in drain(c)
 
 
 def test_an_older_event_than_what_is_cached_is_ignored() -> None:
     c = controller()
-    c.observe("agent", body("AgentSpec", "a", {}, 3))
+    c.observe(AGENTS, body("AgentSpec", "a", {}, 3))
     assert drain(c) == set()
     assert c.registry.agent(f"{NS}/a") is not None
     assert c.registry.agent(f"{NS}/a").spec.tools  # type: ignore[union-attr]
@@ -79,26 +88,27 @@ def test_an_older_event_than_what_is_cached_is_ignored() -> None:
 
 def test_the_echo_of_our_own_write_is_ignored() -> None:
     c = controller()
-    cached = c.observed.bodies["agent"][f"{NS}/a"]
-    c.observe("agent", dict(cached))
+    cached = c.store.get(AGENTS, f"{NS}/a")
+    assert cached is not None
+    c.observe(AGENTS, dict(cached))
     assert drain(c) == set()
 
 
 def test_a_late_event_for_a_deleted_object_cannot_bring_it_back() -> None:
     c = controller()
-    c.observe("agent", body("AgentSpec", "a", {}, 20), deleted=True)
+    c.observe(AGENTS, body("AgentSpec", "a", {}, 20), deleted=True)
     assert c.registry.agent(f"{NS}/a") is None
     drain(c)
-    c.observe("agent", body("AgentSpec", "a", {}, 21))  # same uid: a stale MODIFIED
+    c.observe(AGENTS, body("AgentSpec", "a", {}, 21))  # same uid: a stale MODIFIED
     assert c.registry.agent(f"{NS}/a") is None
-    c.observe("agent", body("AgentSpec", "a", {}, 22, uid="new-uid"))  # re-created
+    c.observe(AGENTS, body("AgentSpec", "a", {}, 22, uid="new-uid"))  # re-created
     assert c.registry.agent(f"{NS}/a") is not None
 
 
 def test_a_spec_the_models_reject_is_recorded_not_raised() -> None:
     c = controller()
-    c.observe("agent", body("AgentSpec", "a", {"relaunchGeneration": -1}, 30))
-    assert "relaunchGeneration" in c.observed.parse_errors[("agent", f"{NS}/a")]
+    c.observe(AGENTS, body("AgentSpec", "a", {"relaunchGeneration": -1}, 30))
+    assert "relaunchGeneration" in c.intake.parse_errors[Request.agent(f"{NS}/a")]
     assert c.registry.agent(f"{NS}/a") is None
     assert ("agent", f"{NS}/a") in drain(c)
 
@@ -107,8 +117,8 @@ def test_managed_fields_are_not_kept() -> None:
     c = controller()
     b = body("Tool", "fmt", {}, 40)
     b["metadata"]["managedFields"] = [{"manager": "kubectl"}]
-    c.observe("tool", b)
-    assert "managedFields" not in c.observed.bodies["tool"][f"{NS}/fmt"]["metadata"]
+    c.observe(TOOLS, b)
+    assert "managedFields" not in c.store.get(TOOLS, f"{NS}/fmt")["metadata"]  # type: ignore[index]
 
 
 def hold(rv: int, holder: str = "a", uid: str = "lease-1") -> dict[str, Any]:
@@ -126,15 +136,15 @@ def hold(rv: int, holder: str = "a", uid: str = "lease-1") -> dict[str, Any]:
 
 def test_holds_are_filed_by_uri_and_by_holder_and_forgotten_on_delete() -> None:
     c = controller()
-    c.observe_owned(LEASES, hold(50))
-    assert c.observed.holds[(NS, "gh://1")].holder == f"{NS}/a"
-    assert c.observed.holds_of.get("a-uid") == {(NS, "gh://1")}
+    c.observe(LEASES, hold(50))
+    assert c.intake.holds.by_slot[(NS, "gh://1")].holder == f"{NS}/a"
+    assert c.intake.holds.by_holder.get("a-uid") == {(NS, "gh://1")}
     assert ("agent", f"{NS}/a") in drain(c)
-    c.observe_owned(LEASES, hold(51), deleted=True)
-    assert (NS, "gh://1") not in c.observed.holds
-    assert c.observed.holds_of.get("a-uid") == frozenset()
-    c.observe_owned(LEASES, hold(50))  # the stale ADDED that arrives late
-    assert (NS, "gh://1") not in c.observed.holds
+    c.observe(LEASES, hold(51), deleted=True)
+    assert (NS, "gh://1") not in c.intake.holds.by_slot
+    assert c.intake.holds.by_holder.get("a-uid") == frozenset()
+    c.observe(LEASES, hold(50))  # the stale ADDED that arrives late
+    assert (NS, "gh://1") not in c.intake.holds.by_slot
 
 
 def test_an_owned_config_map_change_queues_its_agent() -> None:
@@ -149,9 +159,9 @@ def test_an_owned_config_map_change_queues_its_agent() -> None:
         },
         "data": {},
     }
-    c.observe_owned(CONFIG_MAPS, cm)
+    c.observe(CONFIG_MAPS, cm)
     assert drain(c) == {("agent", f"{NS}/a")}
-    c.observe_owned(CONFIG_MAPS, cm)  # the same version again: nothing to do
+    c.observe(CONFIG_MAPS, cm)  # the same version again: nothing to do
     assert drain(c) == set()
 
 
@@ -172,20 +182,20 @@ class _DeletesAfterAnotherCreate:
 
     async def delete(self, *_: Any, **__: Any) -> bool:
         # While the DELETE is in flight: its event arrives and zed creates the next hold.
-        self.c.observe_owned(LEASES, hold(71, holder="a", uid="lease-1"), deleted=True)
-        self.c.observe_owned(LEASES, hold(72, holder="zed", uid="lease-2"))
+        self.c.observe(LEASES, hold(71, holder="a", uid="lease-1"), deleted=True)
+        self.c.observe(LEASES, hold(72, holder="zed", uid="lease-2"))
         return True
 
 
 async def test_releasing_a_hold_never_forgets_the_next_holders_hold_of_the_same_name() -> None:
     c = controller()
-    c.observe_owned(LEASES, hold(70, holder="a", uid="lease-1"))
-    released = c.observed.holds[(NS, "gh://1")]
-    c.api = _DeletesAfterAnotherCreate(c)  # type: ignore[assignment]
-    await c._release(released)
-    assert c.observed.holds[(NS, "gh://1")].holder == f"{NS}/zed"
-    assert c.observed.holds_of.get("zed-uid") == {(NS, "gh://1")}
-    assert "lease-1" in c.observed.tombstones
+    c.observe(LEASES, hold(70, holder="a", uid="lease-1"))
+    released = c.intake.holds.by_slot[(NS, "gh://1")]
+    c.writer.api = _DeletesAfterAnotherCreate(c)  # type: ignore[assignment]
+    await c.holds.release(Request.agent(f"{NS}/a"), released)
+    assert c.intake.holds.by_slot[(NS, "gh://1")].holder == f"{NS}/zed"
+    assert c.intake.holds.by_holder.get("zed-uid") == {(NS, "gh://1")}
+    assert "lease-1" in c.store.tombstones
 
 
 class _WatchOvertakesWrite:
@@ -194,11 +204,11 @@ class _WatchOvertakesWrite:
     def __init__(self, c: Controller) -> None:
         self.c = c
 
-    async def create(self, kind: Kind, desired: dict[str, Any]) -> dict[str, Any]:
+    async def create(self, kind: Endpoint, desired: dict[str, Any]) -> dict[str, Any]:
         created = {**desired, "metadata": {**desired["metadata"], "resourceVersion": "10"}}
         # The controller-manager updates the new StatefulSet's status; its event comes first.
         updated = {**created, "metadata": {**created["metadata"], "resourceVersion": "12"}}
-        self.c.observe_owned(kind, {**updated, "status": {"replicas": 1}})
+        self.c.observe(kind, {**updated, "status": {"replicas": 1}})
         return created
 
     async def merge_patch(self, *_: Any, **__: Any) -> dict[str, Any]:
@@ -207,20 +217,21 @@ class _WatchOvertakesWrite:
         # Meanwhile the user edits the spec; the watch delivers the edit before our response.
         edited = body("AgentSpec", "a", {"relaunchGeneration": 1}, 21)
         edited["metadata"]["finalizers"] = ["bindery.dev/work-hold"]
-        self.c.observe("agent", edited)
+        self.c.observe(AGENTS, edited)
         return written
 
 
 async def test_a_session_write_response_never_replaces_a_newer_watched_version() -> None:
     c = controller()
-    c.observe("agent", body("AgentSpec", "r", {"runtime": {"image": "example/agent:1"}}, 5))
+    c.observe(AGENTS, body("AgentSpec", "r", {"runtime": {"image": "example/agent:1"}}, 5))
     agent = c.registry.agent(f"{NS}/r")
     assert agent is not None
-    c.api = _WatchOvertakesWrite(c)  # type: ignore[assignment]
-    await c._converge_session(agent, c.observed.bodies["agent"][f"{NS}/r"])
+    c.writer.api = _WatchOvertakesWrite(c)  # type: ignore[assignment]
+    await c.sessions.converge(Request.agent(f"{NS}/r"), agent)
     # Caching the create's response (rv 10) would make the next guarded relaunch fail until
     # some unrelated event refreshed the StatefulSet.
-    cached = c.observed.sessions[f"{NS}/r-session"]
+    cached = c.store.get(STATEFUL_SETS, f"{NS}/r-session")
+    assert cached is not None
     assert cached["metadata"]["resourceVersion"] == "12"
     assert cached["status"] == {"replicas": 1}
 
@@ -228,9 +239,12 @@ async def test_a_session_write_response_never_replaces_a_newer_watched_version()
 async def test_a_finalizer_write_response_never_hides_a_newer_spec() -> None:
     c = controller()
     key = f"{NS}/a"
-    c.api = _WatchOvertakesWrite(c)  # type: ignore[assignment]
-    await c._ensure_finalizer(key, c.observed.bodies["agent"][key], present=True)
-    cached = c.observed.bodies["agent"][key]
+    c.writer.api = _WatchOvertakesWrite(c)  # type: ignore[assignment]
+    body_ = c.store.get(AGENTS, key)
+    assert body_ is not None
+    await c.holds.ensure_finalizer(Request.agent(key), body_, present=True)
+    cached = c.store.get(AGENTS, key)
+    assert cached is not None
     assert cached["metadata"]["resourceVersion"] == "21"
     assert cached["spec"] == {"relaunchGeneration": 1}
     assert ("agent", key) in drain(c)
@@ -240,7 +254,7 @@ class _WorkloadChangedMeanwhile:
     def __init__(self, current: dict[str, Any]) -> None:
         self.current = current
 
-    async def json_patch_at(self, kind: Kind, ns: str, name: str, *_: Any) -> dict[str, Any]:
+    async def json_patch_at(self, kind: Endpoint, ns: str, name: str, *_: Any) -> dict[str, Any]:
         raise ApiError(422, "PATCH", kind.path(ns, name), {"message": "test operation failed"})
 
     async def get(self, *_: Any) -> dict[str, Any]:
@@ -249,13 +263,13 @@ class _WorkloadChangedMeanwhile:
 
 async def test_a_refused_relaunch_reads_the_workload_again_before_its_retry() -> None:
     c = controller()
-    c.observe("agent", body("AgentSpec", "r", {"runtime": {"image": "example/agent:2"}}, 5))
+    c.observe(AGENTS, body("AgentSpec", "r", {"runtime": {"image": "example/agent:2"}}, 5))
     agent = c.registry.agent(f"{NS}/r")
     assert agent is not None
     stale = body("StatefulSet", "r-session", {}, 10)
-    c.observed.sessions[f"{NS}/r-session"] = stale
+    c.store.put(STATEFUL_SETS, stale)
     desired = {"metadata": {"name": "r-session", "annotations": {}}, "spec": {"template": {}}}
-    c.api = _WorkloadChangedMeanwhile(body("StatefulSet", "r-session", {}, 14))  # type: ignore[assignment]
+    c.writer.api = _WorkloadChangedMeanwhile(body("StatefulSet", "r-session", {}, 14))  # type: ignore[assignment]
     with pytest.raises(ApiError):
-        await c._relaunch_session(agent, stale, desired)
-    assert c.observed.sessions[f"{NS}/r-session"]["metadata"]["resourceVersion"] == "14"
+        await c.sessions.relaunch(Request.agent(f"{NS}/r"), stale, desired)
+    assert c.store.get(STATEFUL_SETS, f"{NS}/r-session")["metadata"]["resourceVersion"] == "14"  # type: ignore[index]

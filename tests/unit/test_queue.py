@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from controller.queue import WorkQueue
+from controller.reconcile.queue import WorkQueue
 
 
 async def get_now(q: WorkQueue[str]) -> str:

@@ -14,6 +14,8 @@ K = TypeVar("K", bound=Hashable)
 
 
 class WorkQueue(Generic[K]):
+    """Deduplicating, with per-item exponential backoff for retries."""
+
     def __init__(self) -> None:
         self._queue: asyncio.Queue[K] = asyncio.Queue()
         self._pending: set[K] = set()
@@ -57,6 +59,18 @@ class WorkQueue(Generic[K]):
     def forget(self, item: K) -> None:
         """The item succeeded: reset its backoff."""
         self._failures.pop(item, None)
+
+    def pending(self) -> frozenset[K]:
+        """The items waiting to be taken (a snapshot)."""
+        return frozenset(self._pending)
+
+    def drain(self) -> set[K]:
+        """Take every waiting item at once without processing it (for tests and tools)."""
+        items = set(self._pending)
+        while not self._queue.empty():
+            self._queue.get_nowait()
+        self._pending.clear()
+        return items
 
     @property
     def idle(self) -> bool:

@@ -1,0 +1,155 @@
+"""The agent reconciler: one pass takes an AgentSpec from the view to its desired world.
+
+The order of a pass is what keeps a ``work`` URI with at most one agent (handoff goes
+A -> no holder -> B), so it is fixed:
+
+1. **finalizer** — an agent that wants or holds work gets the hold finalizer first, so it cannot
+   vanish with a hold and bindings the controller no longer tracks;
+2. **acquire** — reclaim a hold whose holder is gone, then create-if-absent the hold for the URI
+   it wants (losing that race means waiting);
+3. **deliver** — write the bindings ConfigMap; it carries the work URI only while held;
+4. **release** — delete holds it no longer wants, only now that its delivered bindings no longer
+   carry them;
+5. **drop finalizer** — once it neither wants nor holds any work;
+6. **session** — launch, keep or relaunch its workload (never before its bindings exist);
+7. **status** — rebuilt whole from what this pass saw and did;
+8. **events** — posted in the background for the transitions status shows.
+
+A deleted agent instead withdraws its work from the delivered bindings, releases its holds, then
+drops its finalizer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller import metrics
+from controller.domain import delivery, status
+from controller.domain.refs import Request
+from controller.domain.registry import Registry
+from controller.k8s import api, builders
+from controller.reconcile.delivery import BindingsDelivery
+from controller.reconcile.events import EventRecorder
+from controller.reconcile.holds import FINALIZER, WorkHolds
+from controller.reconcile.kinds import write_status
+from controller.reconcile.sessions import Sessions
+from controller.reconcile.store import Store
+from controller.reconcile.writer import Writer
+
+Body = dict[str, Any]
+
+
+class AgentGauges:
+    """Keeps the agents- and bindings-by-state gauges current by difference, without scans."""
+
+    def __init__(self) -> None:
+        self._states: dict[str, str] = {}
+        self._bindings: dict[str, dict[str, int]] = {}
+
+    def count(self, key: str, state: str | None, bindings: dict[str, int]) -> None:
+        before = self._states.pop(key, None)
+        if before is not None:
+            metrics.AGENTS_BY_STATE.labels(before).dec()
+        for binding_state, n in self._bindings.pop(key, {}).items():
+            metrics.BINDINGS_BY_STATE.labels(binding_state).dec(n)
+        if state:
+            self._states[key] = state
+            metrics.AGENTS_BY_STATE.labels(state).inc()
+        if bindings:
+            self._bindings[key] = bindings
+            for binding_state, n in bindings.items():
+                metrics.BINDINGS_BY_STATE.labels(binding_state).inc(n)
+
+    def forget(self, key: str) -> None:
+        self.count(key, None, {})
+
+
+class AgentReconciler:
+    """Runs one agent's pass in the safety order above."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        registry: Registry,
+        writer: Writer,
+        parse_errors: dict[Request, str],
+        holds: WorkHolds,
+        bindings: BindingsDelivery,
+        sessions: Sessions,
+        events: EventRecorder,
+        gauges: AgentGauges,
+    ) -> None:
+        self.store = store
+        self.registry = registry
+        self.writer = writer
+        self.parse_errors = parse_errors
+        self.holds = holds
+        self.bindings = bindings
+        self.sessions = sessions
+        self.events = events
+        self.gauges = gauges
+
+    def _latest(self, request: Request, body: Body) -> Body:
+        return self.store.get(api.AGENTS, request.ref.key) or body
+
+    async def reconcile(self, request: Request, body: Body) -> bool:
+        md = body["metadata"]
+        gen = int(md.get("generation", 0))
+        old = body.get("status") or {}
+        if md.get("deletionTimestamp"):
+            await self._finalize(request, body)
+            return True
+        error = self.parse_errors.get(request)
+        agent = self.registry.agent(request.ref.key)
+        if error or agent is None:
+            new = status.invalid_status(
+                gen, error or "not parsed", old, status.now_rfc3339(), state=True
+            )
+            return await write_status(self.writer, request, body, new)
+
+        resolution = self.registry.resolve(request.ref.key)
+        work = await self.holds.plan(agent, resolution, old)
+        if work.uri or self.holds.of(agent):  # 1. finalizer
+            await self.holds.ensure_finalizer(request, body, present=True)
+        work = await self.holds.acquire(request, agent, work)  # 2. acquire
+        rendered = delivery.render(  # 3. deliver
+            delivery.bindings_document(agent, resolution, deliver_work=work.deliver)
+        )
+        delivered = await self.bindings.deliver(request, agent, rendered)
+        for hold in work.release:  # 4. release, only after the bindings no longer carry it
+            await self.holds.release(request, hold)
+        if not work.uri and not self.holds.of(agent):  # 5. drop finalizer
+            await self.holds.ensure_finalizer(request, self._latest(request, body), present=False)
+        session = await self.sessions.converge(request, agent)  # 6. session
+
+        now = status.now_rfc3339()  # 7. status
+        new = status.agent_status(
+            generation=gen,
+            resolution=resolution,
+            work=work,
+            waiting_since=status.waiting_since(old, work, now),
+            config_map=builders.bindings_config_map_name(agent.meta.name),
+            session=session.view,
+            old=old,
+            now=now,
+        )
+        latest = self._latest(request, body)
+        changed = await write_status(self.writer, request, latest, new)
+        if changed:  # 8. events
+            for note in status.agent_events(old, new, session.launched):
+                self.events.record(latest, note)
+        self.gauges.count(request.ref.key, new.get("state"), status.binding_counts(resolution))
+        return changed or delivered
+
+    async def _finalize(self, request: Request, body: Body) -> None:
+        """Deleting an agent: withdraw its work from the session, release holds, let it go."""
+        md = body["metadata"]
+        if FINALIZER not in (md.get("finalizers") or []):
+            return
+        own = self.holds.holds.of(md.get("uid", ""))
+        if own:
+            await self.bindings.withdraw_work(request, md.get("namespace", ""), md["name"])
+        for hold in own:
+            await self.holds.release(request, hold)
+        await self.holds.ensure_finalizer(request, self._latest(request, body), present=False)

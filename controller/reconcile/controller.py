@@ -1,0 +1,111 @@
+"""The composition root: the view, the queue, the write seam and one reconciler per kind."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from controller.domain.refs import Kind, Ref, Request
+from controller.domain.registry import Registry
+from controller.k8s import api
+from controller.k8s.api import KubeApi
+from controller.reconcile.agent import AgentGauges, AgentReconciler
+from controller.reconcile.delivery import BindingsDelivery
+from controller.reconcile.events import EventRecorder
+from controller.reconcile.holds import WorkHolds
+from controller.reconcile.intake import Intake
+from controller.reconcile.kinds import (
+    Reconciler,
+    ResourceReconciler,
+    ResourceTypeReconciler,
+    ToolReconciler,
+)
+from controller.reconcile.queue import WorkQueue
+from controller.reconcile.sessions import Sessions
+from controller.reconcile.store import Store
+from controller.reconcile.workers import WorkerPool
+from controller.reconcile.writer import Writer
+
+
+class Controller:
+    """Wires the reconcile layer together and is what kopf's handlers and the operator see.
+
+    Watch events go in through :meth:`observe`; the requests they affect are queued; workers run
+    the per-kind reconcilers, whose writes come back through the same intake.
+    """
+
+    def __init__(
+        self,
+        api: KubeApi,
+        *,
+        workers: int = 8,
+        instance: str = "",
+        session_service_account: str = "",
+    ) -> None:
+        self.api = api
+        self.instance = instance or f"bindery-{uuid.uuid4().hex[:8]}"
+        self.registry = Registry()
+        self.store = Store()
+        self.intake = Intake(self.store, self.registry)
+        self.queue: WorkQueue[Request] = WorkQueue()
+        self.writer = Writer(api, self._written)
+        self.events = EventRecorder(api, instance=self.instance)
+        gauges = AgentGauges()
+        self.intake.on_agent_gone = gauges.forget
+        errors = self.intake.parse_errors
+        self.holds = WorkHolds(
+            self.store, self.registry, self.intake.holds, self.intake.wanted, self.writer
+        )
+        self.bindings = BindingsDelivery(self.store, self.writer)
+        self.sessions = Sessions(self.store, self.writer, service_account=session_service_account)
+        reconcilers: dict[Kind, Reconciler] = {
+            Kind.TYPE: ResourceTypeReconciler(self.registry, self.writer, errors),
+            Kind.RESOURCE: ResourceReconciler(
+                self.registry, self.writer, errors, self.intake.holds
+            ),
+            Kind.TOOL: ToolReconciler(self.registry, self.writer, errors, self.events),
+            Kind.AGENT: AgentReconciler(
+                store=self.store,
+                registry=self.registry,
+                writer=self.writer,
+                parse_errors=errors,
+                holds=self.holds,
+                bindings=self.bindings,
+                sessions=self.sessions,
+                events=self.events,
+                gauges=gauges,
+            ),
+        }
+        self.pool = WorkerPool(self.queue, self.store, reconcilers, workers=workers)
+
+    # ------------------------------------------------------------------ intake
+
+    def observe(self, endpoint: api.Endpoint, body: dict[str, Any], deleted: bool = False) -> None:
+        """An object was listed, added, modified or deleted: queue what it affects."""
+        for request in self.intake.observe(endpoint, body, deleted=deleted):
+            self.queue.add(request)
+
+    def _written(
+        self, endpoint: api.Endpoint, body: dict[str, Any], deleted: bool, by: Request
+    ) -> None:
+        for request in self.intake.observe(endpoint, body, deleted=deleted, by=by):
+            self.queue.add(request)
+
+    def enqueue_all(self) -> None:
+        """Queue every object of the four kinds (the first pass after start-up)."""
+        for kind, endpoint in api.ENDPOINTS.items():
+            for body in self.store.of(endpoint).values():
+                self.queue.add(Request(kind, Ref.of(body)))
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        self.pool.start()
+
+    async def stop(self) -> None:
+        await self.pool.stop()
+        await self.events.stop()
+
+    async def process(self, request: Request) -> None:
+        """Run one pass for ``request`` now (the workers' path, for tools and benchmarks)."""
+        await self.pool.process(request)

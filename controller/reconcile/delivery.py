@@ -1,0 +1,56 @@
+"""Bindings delivery: the agent's resolved bindings, written to the ConfigMap its session reads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.domain import delivery
+from controller.domain.models import AgentObject
+from controller.domain.refs import Request
+from controller.k8s import api, builders
+from controller.reconcile.store import Store
+from controller.reconcile.writer import Writer
+
+
+class BindingsDelivery:
+    """Creates or updates an agent's bindings ConfigMap; writes only when the document changed."""
+
+    def __init__(self, store: Store, writer: Writer) -> None:
+        self.store = store
+        self.writer = writer
+
+    def delivered(self, agent_namespace: str, agent_name: str) -> dict[str, Any] | None:
+        """The agent's bindings ConfigMap as last observed."""
+        name = builders.bindings_config_map_name(agent_name)
+        return self.store.get(api.CONFIG_MAPS, f"{agent_namespace}/{name}")
+
+    async def deliver(self, by: Request, agent: AgentObject, rendered: str) -> bool:
+        """Make the ConfigMap carry ``rendered``; whether anything was written."""
+        current = self.delivered(agent.meta.namespace, agent.meta.name)
+        if current is None:
+            desired = builders.bindings_config_map(agent, rendered)
+            current, created = await self.writer.create(by, api.CONFIG_MAPS, desired)
+            if created:
+                return True
+        if _document(current) == rendered:
+            return False
+        await self._write(by, current, rendered)
+        return True
+
+    async def withdraw_work(self, by: Request, agent_namespace: str, agent_name: str) -> None:
+        """Deliver the agent's last document without its work URI (before its hold goes)."""
+        current = self.delivered(agent_namespace, agent_name)
+        if current is None:
+            return
+        data = _document(current)
+        if delivery.delivered_work_uris(data):
+            await self._write(by, current, delivery.without_work(data))
+
+    async def _write(self, by: Request, current: dict[str, Any], rendered: str) -> None:
+        await self.writer.patch_at(
+            by, api.CONFIG_MAPS, current, {"data": {delivery.BINDINGS_FILE: rendered}}
+        )
+
+
+def _document(config_map: dict[str, Any]) -> str:
+    return str((config_map.get("data") or {}).get(delivery.BINDINGS_FILE, ""))

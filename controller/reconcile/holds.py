@@ -1,0 +1,144 @@
+"""Work holds: deciding an agent's hold step from the view, and carrying it out on the API.
+
+Acquisition is a create of the hold Lease that only one agent can win; release is a delete
+guarded by the hold's uid and resourceVersion; the agent's finalizer keeps it from vanishing
+while it holds anything. The order in which these run within a pass is the agent reconciler's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+from controller.domain.models import AgentObject
+from controller.domain.refs import Ref, Request
+from controller.domain.registry import Registry
+from controller.domain.results import AgentResolution, BindingState
+from controller.domain.work import Claim, Hold, WorkPlan, WorkState, plan_work
+from controller.k8s import api, builders
+from controller.reconcile.index import HoldIndex, WantedIndex, hold_from
+from controller.reconcile.store import Store
+from controller.reconcile.writer import Writer
+
+log = structlog.get_logger("bindery.holds")
+
+FINALIZER = "bindery.dev/work-hold"
+
+
+def claim_from(agent_key: str, agent_status: dict[str, Any], uri: str) -> Claim:
+    """An agent's place in line for ``uri``, from the waiting time its status recorded."""
+    work = agent_status.get("work") or {}
+    since = work.get("since", "") if work.get("uri") == uri and not work.get("held") else ""
+    return Claim(agent=agent_key, waiting_since=since)
+
+
+class WorkHolds:
+    """Plans, acquires and releases agents' work holds, and keeps their finalizer in step."""
+
+    def __init__(
+        self,
+        store: Store,
+        registry: Registry,
+        holds: HoldIndex,
+        wanted: WantedIndex,
+        writer: Writer,
+    ) -> None:
+        self.store = store
+        self.registry = registry
+        self.holds = holds
+        self.wanted = wanted
+        self.writer = writer
+
+    def of(self, agent: AgentObject) -> list[Hold]:
+        """The holds naming ``agent`` (by uid)."""
+        return self.holds.of(agent.meta.uid)
+
+    async def plan(
+        self, agent: AgentObject, resolution: AgentResolution, old: dict[str, Any]
+    ) -> WorkPlan:
+        """This pass's hold step for ``agent`` (see :func:`controller.domain.work.plan_work`)."""
+        ns = agent.meta.namespace
+        work = next((d for d in resolution.direct if d.name == "work"), None)
+        desired = work.uri if work is not None and work.state is not BindingState.ERROR else None
+        hold = self.holds.get(ns, desired) if desired else None
+        holder_exists = hold is not None and await self._holder_exists(hold)
+        rivals = []
+        if desired:
+            for other in sorted(self.wanted.get(ns, desired)):
+                if other == agent.meta.key or (hold is not None and other == hold.holder):
+                    continue
+                body = self.store.get(api.AGENTS, other) or {}
+                rivals.append(claim_from(other, body.get("status") or {}, desired))
+        return plan_work(
+            agent=agent.meta.key,
+            agent_uid=agent.meta.uid,
+            desired_uri=desired,
+            holds={desired: hold} if desired and hold else {},
+            own_holds=self.of(agent),
+            holder_exists=holder_exists,
+            me=claim_from(agent.meta.key, old, desired or ""),
+            rivals=rivals,
+        )
+
+    async def _holder_exists(self, hold: Hold) -> bool:
+        cached = self.registry.agent(hold.holder)
+        if cached is not None and cached.meta.uid == hold.holder_uid:
+            return True
+        ref = Ref.parse(hold.holder)  # not in our view: ask the API server, it is authoritative
+        live = await self.writer.api.get(api.AGENTS, ref.namespace, ref.name)
+        return live is not None and (live.get("metadata") or {}).get("uid") == hold.holder_uid
+
+    async def acquire(self, by: Request, agent: AgentObject, plan: WorkPlan) -> WorkPlan:
+        """Reclaim a hold whose holder is gone, then try to create ours; the plan as it went."""
+        if plan.reclaim is not None:
+            log.info(
+                "reclaiming a hold whose holder is gone",
+                uri=plan.reclaim.uri,
+                holder=plan.reclaim.holder,
+                by=agent.meta.key,
+            )
+            await self.release(by, plan.reclaim)
+        if not plan.acquire:
+            return plan
+        written, created = await self.writer.create(
+            by, api.LEASES, builders.work_hold(agent, plan.uri)
+        )
+        hold = hold_from(written)
+        if created or (hold is not None and hold.holder_uid == agent.meta.uid):
+            if created:
+                log.info("acquired work", agent=agent.meta.key, uri=plan.uri)
+            return WorkPlan(
+                state=WorkState.WORKING, uri=plan.uri, release=plan.release, deliver=True
+            )
+        return WorkPlan(
+            state=WorkState.WAITING,
+            uri=plan.uri,
+            release=plan.release,
+            waiting_for=hold.holder if hold else "",
+        )
+
+    async def release(self, by: Request, hold: Hold) -> None:
+        """Delete exactly this hold (its uid and version); a changed one is the next pass's."""
+        body = self.store.get(api.LEASES, f"{Ref.parse(hold.holder).namespace}/{hold.name}")
+        if body is None or (body.get("metadata") or {}).get("uid") != hold.uid:
+            body = {
+                "metadata": {
+                    "namespace": Ref.parse(hold.holder).namespace,
+                    "name": hold.name,
+                    "uid": hold.uid,
+                    "resourceVersion": hold.resource_version,
+                }
+            }
+        if await self.writer.delete_at(by, api.LEASES, body):
+            log.info("released work", agent=hold.holder, uri=hold.uri)
+
+    async def ensure_finalizer(self, by: Request, body: dict[str, Any], *, present: bool) -> None:
+        """Add or remove the agent's hold finalizer (guarded by the version decided from)."""
+        finalizers = list(body["metadata"].get("finalizers") or [])
+        if (FINALIZER in finalizers) == present:
+            return
+        finalizers = (
+            [*finalizers, FINALIZER] if present else [f for f in finalizers if f != FINALIZER]
+        )
+        await self.writer.patch_at(by, api.AGENTS, body, {"metadata": {"finalizers": finalizers}})

@@ -1,0 +1,196 @@
+"""The intake: what one observed object version changes in memory, and which requests it affects.
+
+Every version the controller learns of (a watch event, a start-up LIST item, or the response to
+its own write) passes through :meth:`Intake.observe`. It updates the store, the registry and the
+indexes, and returns the requests whose desired state may have changed. It performs no I/O and
+enqueues nothing itself. A write's response names the request that made it (``by``): that
+request is never returned, since the pass that wrote already decided from what it wrote, unless
+the response carries a spec the pass did not decide from (a user's edit that landed first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import ValidationError
+
+from controller.domain.models import (
+    AgentObject,
+    AgentSpecSpec,
+    ResourceObject,
+    ResourceSpec,
+    ResourceTypeObject,
+    ResourceTypeSpec,
+    ToolObject,
+    ToolSpec,
+    meta_from_body,
+)
+from controller.domain.refs import Kind, Ref, Request
+from controller.domain.registry import Affected, Registry
+from controller.k8s import api, builders
+from controller.reconcile.index import HoldIndex, WantedIndex, hold_from
+from controller.reconcile.store import Body, Store
+
+KINDS: dict[api.Endpoint, Kind] = {endpoint: kind for kind, endpoint in api.ENDPOINTS.items()}
+OWNED: tuple[api.Endpoint, ...] = (api.CONFIG_MAPS, api.STATEFUL_SETS, api.LEASES)
+"""The kinds of object the controller creates for agents (labelled as managed by Bindery)."""
+
+
+def parse_error(exc: ValidationError) -> str:
+    return "; ".join(
+        f"spec.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+    )
+
+
+def _learned(body: Body | None) -> tuple[Any, ...]:
+    """What the registry learns from a body: a version differing only elsewhere (status,
+    finalizers, resourceVersion) changes nothing it knows."""
+    md = (body or {}).get("metadata") or {}
+    return (md.get("uid"), md.get("generation"), md.get("labels"), (body or {}).get("spec"))
+
+
+class Intake:
+    """Applies observed object versions to the store, registry and indexes (memory only)."""
+
+    def __init__(self, store: Store, registry: Registry) -> None:
+        self.store = store
+        self.registry = registry
+        self.holds = HoldIndex()
+        self.wanted = WantedIndex()
+        self.parse_errors: dict[Request, str] = {}
+        self.on_agent_gone: Callable[[str], None] = lambda key: None
+        """Called with an agent's key when it leaves the view (its gauges are forgotten)."""
+
+    def observe(
+        self,
+        endpoint: api.Endpoint,
+        body: Body,
+        *,
+        deleted: bool = False,
+        by: Request | None = None,
+    ) -> set[Request]:
+        """Apply one observed version; return the requests it affects (``by`` excluded)."""
+        kind = KINDS.get(endpoint)
+        if kind is not None:
+            affected = self._bindery(kind, endpoint, body, deleted, by)
+        elif endpoint is api.LEASES:
+            affected = self._hold(body, deleted)
+            if by is not None:
+                affected.discard(by)
+        else:
+            affected = self._owned(endpoint, body, deleted, by)
+        return affected
+
+    # ------------------------------------------------------------------ the four kinds
+
+    def _bindery(
+        self, kind: Kind, endpoint: api.Endpoint, body: Body, deleted: bool, by: Request | None
+    ) -> set[Request]:
+        ref = Ref.of(body)
+        request = Request(kind, ref)
+        if deleted:
+            if self.store.delete(endpoint, body) is None:
+                return set()
+            self.parse_errors.pop(request, None)
+            if kind is Kind.AGENT:
+                self.on_agent_gone(ref.key)
+            return self._requests(self._forget(kind, ref))
+        previous = self.store.put(endpoint, body)
+        if previous is body:
+            return set()
+        if by is not None and _learned(previous) == _learned(body):
+            return set()  # our own write: nothing the registry knows has changed
+        return {request, *self._requests(self._learn(kind, ref, body))}
+
+    def _learn(self, kind: Kind, ref: Ref, body: Body) -> Affected:
+        """Parse a body into the registry; a spec the models reject is recorded, not raised."""
+        meta = meta_from_body(body)
+        spec = body.get("spec") or {}
+        try:
+            match kind:
+                case Kind.TYPE:
+                    type_spec = ResourceTypeSpec.model_validate(spec)
+                    affected = self.registry.upsert_type(
+                        ResourceTypeObject(meta=meta, spec=type_spec)
+                    )
+                case Kind.RESOURCE:
+                    res_spec = ResourceSpec.model_validate(spec)
+                    affected = self.registry.upsert_resource(
+                        ResourceObject(meta=meta, spec=res_spec)
+                    )
+                case Kind.TOOL:
+                    tool_spec = ToolSpec.model_validate(spec)
+                    affected = self.registry.upsert_tool(ToolObject(meta=meta, spec=tool_spec))
+                case Kind.AGENT:
+                    agent = AgentObject(meta=meta, spec=AgentSpecSpec.model_validate(spec))
+                    affected = self.registry.upsert_agent(agent)
+                    affected |= self._file_work(ref, agent)
+        except ValidationError as exc:
+            self.parse_errors[Request(kind, ref)] = parse_error(exc)
+            return self._forget(kind, ref)
+        self.parse_errors.pop(Request(kind, ref), None)
+        return affected
+
+    def _forget(self, kind: Kind, ref: Ref) -> Affected:
+        match kind:
+            case Kind.TYPE:
+                return self.registry.delete_type(ref.name)
+            case Kind.RESOURCE:
+                return self.registry.delete_resource(ref.namespace, ref.name)
+            case Kind.TOOL:
+                return self.registry.delete_tool(ref.namespace, ref.name)
+            case Kind.AGENT:
+                return self.registry.delete_agent(ref.namespace, ref.name) | self._file_work(
+                    ref, None
+                )
+
+    def _file_work(self, ref: Ref, agent: AgentObject | None) -> Affected:
+        """Index the work URI ``agent`` asks for; the claimants of a URI it stopped asking for
+        may now go ahead."""
+        old = self.wanted.update(ref.namespace, ref.key, agent)
+        if old is None or (agent is not None and old == self.wanted.work_of.get(ref.key)):
+            return Affected()
+        return Affected(agents=frozenset(self.wanted.get(ref.namespace, old)))
+
+    @staticmethod
+    def _requests(affected: Affected) -> set[Request]:
+        requests = {Request(Kind.AGENT, Ref.parse(k)) for k in affected.agents}
+        requests.update(Request(Kind.TOOL, Ref.parse(k)) for k in affected.tools)
+        requests.update(Request(Kind.RESOURCE, Ref.parse(k)) for k in affected.resources)
+        requests.update(Request(Kind.TYPE, Ref("", k)) for k in affected.types)
+        return requests
+
+    # ------------------------------------------------------------------ owned objects
+
+    def _owned(
+        self, endpoint: api.Endpoint, body: Body, deleted: bool, by: Request | None
+    ) -> set[Request]:
+        if deleted:
+            if self.store.delete(endpoint, body) is None:
+                return set()
+        elif self.store.put(endpoint, body) is body or by is not None:
+            return set()  # stale, or the response to our own write
+        ref = Ref.of(body)
+        agent = ((body.get("metadata") or {}).get("labels") or {}).get(builders.AGENT_LABEL)
+        return {Request(Kind.AGENT, Ref(ref.namespace, agent))} if agent else set()
+
+    def _hold(self, body: Body, deleted: bool) -> set[Request]:
+        """A hold changed: its holder, the URI's claimants and the Resources with that URI."""
+        if deleted:
+            if self.store.delete(api.LEASES, body) is None:
+                return set()
+        elif self.store.put(api.LEASES, body) is body:
+            return set()
+        hold = hold_from(body)
+        if hold is None:
+            return set()
+        ns = Ref.of(body).namespace
+        self.holds.file(ns, hold, present=not deleted)
+        requests = {Request.agent(hold.holder)}
+        requests.update(Request.agent(k) for k in self.wanted.get(ns, hold.uri))
+        requests.update(
+            Request(Kind.RESOURCE, Ref.parse(r.meta.key))
+            for r in self.registry.resources_with_uri(ns, hold.uri)
+        )
+        return requests

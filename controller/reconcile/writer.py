@@ -1,0 +1,123 @@
+"""The one write seam: every write the controller makes, written through to its view.
+
+Each verb sends one request, counts it once in ``bindery_api_writes_total``, and hands the
+response to the intake (through ``sink``) on behalf of the request that wrote it, so the view is
+current before the pass goes on and only *dependents* of the change are queued, never the pass's
+own object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from controller import metrics
+from controller.domain.refs import Request
+from controller.k8s.api import ApiError, Endpoint, KubeApi
+
+Body = dict[str, Any]
+Sink = Callable[[Endpoint, Body, bool, Request], None]
+"""``sink(endpoint, body, deleted, by)``: where written versions go (the controller's intake)."""
+
+
+class Writer:
+    """Creates, patches, replaces status and deletes, each guarded and written through."""
+
+    def __init__(self, api: KubeApi, sink: Sink) -> None:
+        self.api = api
+        self._sink = sink
+
+    def _count(self, endpoint: Endpoint, verb: str) -> None:
+        metrics.API_WRITES.labels(endpoint.plural, verb).inc()
+
+    async def create(self, by: Request, endpoint: Endpoint, body: Body) -> tuple[Body, bool]:
+        """Create ``body``; if its name is taken, adopt what is there: ``(object, created)``.
+
+        Raises the conflict if the object vanished again before it could be read.
+        """
+        try:
+            written = await self.api.create(endpoint, body)
+        except ApiError as exc:
+            if not exc.conflict:
+                raise
+            md = body["metadata"]
+            found = await self.api.get(endpoint, md.get("namespace", ""), md["name"])
+            if found is None:
+                raise
+            self._sink(endpoint, found, False, by)
+            return found, False
+        self._count(endpoint, "create")
+        self._sink(endpoint, written, False, by)
+        return written, True
+
+    async def patch_at(self, by: Request, endpoint: Endpoint, current: Body, patch: Body) -> Body:
+        """Merge-patch ``current``, refused (409) unless it is still at its resourceVersion."""
+        md = current["metadata"]
+        guard = {**(patch.get("metadata") or {}), "resourceVersion": md["resourceVersion"]}
+        guarded = {**patch, "metadata": guard}
+        written = await self.api.merge_patch(endpoint, md.get("namespace", ""), md["name"], guarded)
+        self._count(endpoint, "patch")
+        self._sink(endpoint, written, False, by)
+        return written
+
+    async def json_patch_at(
+        self, by: Request, endpoint: Endpoint, current: Body, ops: list[Body]
+    ) -> Body:
+        """JSON-patch ``current``, refused (422) unless it is still at its resourceVersion."""
+        md = current["metadata"]
+        written = await self.api.json_patch_at(
+            endpoint, md.get("namespace", ""), md["name"], md["resourceVersion"], ops
+        )
+        self._count(endpoint, "patch")
+        self._sink(endpoint, written, False, by)
+        return written
+
+    async def replace_status(
+        self, by: Request, endpoint: Endpoint, current: Body, status: Body
+    ) -> Body | None:
+        """Write the whole ``status`` of ``current``; None when the object is gone."""
+        md = current["metadata"]
+        try:
+            written = await self.api.replace_status(
+                endpoint, md.get("namespace", ""), md["name"], status
+            )
+        except ApiError as exc:
+            if exc.not_found:
+                return None
+            raise
+        self._count(endpoint, "patch")
+        self._sink(endpoint, written, False, by)
+        return written
+
+    async def delete_at(self, by: Request, endpoint: Endpoint, current: Body) -> bool:
+        """Delete exactly the incarnation and version of ``current``.
+
+        False when it changed meanwhile (409: the next pass decides from what is there now) or
+        is already gone.
+        """
+        md = current["metadata"]
+        try:
+            deleted = await self.api.delete(
+                endpoint,
+                md.get("namespace", ""),
+                md["name"],
+                uid=md.get("uid", ""),
+                resource_version=str(md.get("resourceVersion", "")),
+            )
+        except ApiError as exc:
+            if not exc.conflict:
+                raise
+            return False
+        if deleted:
+            self._count(endpoint, "delete")
+        self._sink(endpoint, current, True, by)
+        return deleted
+
+    async def reread(
+        self, by: Request, endpoint: Endpoint, namespace: str, name: str
+    ) -> Body | None:
+        """Read one object again (after a refused write) and store it; None if gone."""
+        found = await self.api.get(endpoint, namespace, name)
+        if found is not None:
+            self._sink(endpoint, found, False, by)
+        return found
