@@ -95,6 +95,19 @@ def manifests() -> dict[str, dict[str, Any]]:
         "session_workload.json": workload(),
         "bindings_config_map.json": builders.bindings_config_map(AGENT, RENDERED),
         "work_hold.json": builders.work_hold(AGENT, WORK_URI),
+        "event.json": builders.event(
+            {
+                "apiVersion": "bindery.dev/v1alpha1",
+                "kind": "AgentSpec",
+                "metadata": {"name": "coder", "namespace": "team-a", "uid": "coder-uid"},
+            },
+            reason="WaitingForWork",
+            note="work URI 'gh://x' is held by another agent; waiting for team-a/other",
+            warning=False,
+            instance="bindery-0_1a2b3c4d",
+            event_time="2026-12-01T06:00:00.000000Z",
+            suffix="0123456789abcdef",
+        ),
     }
 
 

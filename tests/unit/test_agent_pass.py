@@ -1,0 +1,319 @@
+"""One agent pass, as a table of world states: initial objects + scripted API answers -> the
+ordered writes, the final view, and the events.
+
+The API here is an in-memory stand-in that numbers versions like etcd and can refuse a write
+once; it pins the *order* of a pass in milliseconds. That the API server itself behaves this way
+(create-if-absent, preconditions, generation bumps) is proven against the real one in
+tests/integration/.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from controller.domain.refs import Request
+from controller.domain.work import hold_name
+from controller.k8s import api
+from controller.k8s.api import ApiError, Endpoint
+from controller.reconcile import Controller
+
+NS = "team"
+Body = dict[str, Any]
+Write = tuple[str, str, str]
+"""(verb, plural, name)."""
+
+
+@dataclass
+class ScriptedApi:
+    """Objects in memory, versions numbered like etcd, and writes refused on cue."""
+
+    objects: dict[tuple[str, str, str], Body] = field(default_factory=dict)
+    writes: list[Write] = field(default_factory=list)
+    events: list[str] = field(default_factory=list)
+    refuse: dict[Write, int] = field(default_factory=dict)
+    """A write to refuse once, with this HTTP status."""
+    _rv: itertools.count[int] = field(default_factory=lambda: itertools.count(100))
+
+    def seed(self, endpoint: Endpoint, body: Body) -> Body:
+        body = copy.deepcopy(body)
+        md = body["metadata"]
+        md.setdefault("uid", f"{md['name']}-uid")
+        md["resourceVersion"] = str(next(self._rv))
+        self.objects[(endpoint.plural, md.get("namespace", ""), md["name"])] = body
+        return copy.deepcopy(body)
+
+    def _check(self, verb: str, endpoint: Endpoint, name: str) -> None:
+        status = self.refuse.pop((verb, endpoint.plural, name), None)
+        if status is not None:
+            raise ApiError(status, verb, endpoint.path(NS, name), {"reason": "Scripted"})
+
+    def _write(self, verb: str, endpoint: Endpoint, body: Body) -> Body:
+        md = body["metadata"]
+        md["resourceVersion"] = str(next(self._rv))
+        self.objects[(endpoint.plural, md.get("namespace", ""), md["name"])] = body
+        self.writes.append((verb, endpoint.plural, md["name"]))
+        return copy.deepcopy(body)
+
+    async def get(self, endpoint: Endpoint, namespace: str, name: str) -> Body | None:
+        found = self.objects.get((endpoint.plural, namespace, name))
+        return copy.deepcopy(found) if found else None
+
+    async def create(self, endpoint: Endpoint, body: Body) -> Body:
+        if endpoint is api.EVENTS:
+            self.events.append(body["reason"])
+            return body
+        md = body["metadata"]
+        self._check("create", endpoint, md["name"])
+        if (endpoint.plural, md.get("namespace", ""), md["name"]) in self.objects:
+            raise ApiError(409, "POST", endpoint.path(NS), {"reason": "AlreadyExists"})
+        body = copy.deepcopy(body)
+        md = body["metadata"]
+        md["uid"] = f"{md['name']}-uid-{next(self._rv)}"
+        md.setdefault("generation", 1)
+        return self._write("create", endpoint, body)
+
+    def _current(self, endpoint: Endpoint, namespace: str, name: str, rv: str) -> Body:
+        current = self.objects.get((endpoint.plural, namespace, name))
+        if current is None:
+            raise ApiError(404, "PATCH", endpoint.path(namespace, name), {})
+        if rv and current["metadata"]["resourceVersion"] != rv:
+            raise ApiError(409, "PATCH", endpoint.path(namespace, name), {"reason": "Conflict"})
+        return copy.deepcopy(current)
+
+    async def merge_patch(
+        self, endpoint: Endpoint, namespace: str, name: str, patch: Body, sub: str = ""
+    ) -> Body:
+        self._check("patch", endpoint, name)
+        current = self._current(
+            endpoint, namespace, name, patch.get("metadata", {}).get("resourceVersion", "")
+        )
+        for key, value in patch.items():
+            if key == "metadata":
+                current["metadata"].update({k: v for k, v in value.items() if k != "rv"})
+            else:
+                current.setdefault(key, {}).update(value)
+        return self._write("patch", endpoint, current)
+
+    async def json_patch_at(
+        self, endpoint: Endpoint, namespace: str, name: str, rv: str, ops: list[Body]
+    ) -> Body:
+        self._check("patch", endpoint, name)
+        current = self._current(endpoint, namespace, name, rv)
+        for op in ops:
+            *parents, last = op["path"].strip("/").split("/")
+            target = current
+            for p in parents:
+                target = target.setdefault(p, {})
+            target[last] = op["value"]
+        return self._write("patch", endpoint, current)
+
+    async def replace_status(
+        self, endpoint: Endpoint, namespace: str, name: str, status: Body
+    ) -> Body:
+        self._check("status", endpoint, name)
+        current = self._current(endpoint, namespace, name, "")
+        current["status"] = copy.deepcopy(status)
+        return self._write("status", endpoint, current)
+
+    async def delete(
+        self,
+        endpoint: Endpoint,
+        namespace: str,
+        name: str,
+        *,
+        uid: str = "",
+        resource_version: str = "",
+    ) -> bool:
+        self._check("delete", endpoint, name)
+        current = self.objects.get((endpoint.plural, namespace, name))
+        if current is None:
+            return False
+        md = current["metadata"]
+        if (uid and md["uid"] != uid) or (
+            resource_version and md["resourceVersion"] != resource_version
+        ):
+            raise ApiError(409, "DELETE", endpoint.path(namespace, name), {"reason": "Conflict"})
+        del self.objects[(endpoint.plural, namespace, name)]
+        self.writes.append(("delete", endpoint.plural, name))
+        return True
+
+
+def agent(name: str, work: str | None = None, *, review: str | None = None) -> Body:
+    resources = []
+    if work:
+        resources.append({"name": "work", "tag": "issue", "uri": work})
+    if review:
+        resources.append({"name": "review", "tag": "issue", "uri": review})
+    return {
+        "apiVersion": "bindery.dev/v1alpha1",
+        "kind": "AgentSpec",
+        "metadata": {"name": name, "namespace": NS, "generation": 1},
+        "spec": {"resources": resources},
+    }
+
+
+def world(*agents: Body) -> tuple[Controller, ScriptedApi]:
+    fake = ScriptedApi()
+    c = Controller(fake)  # type: ignore[arg-type]
+    c.observe(api.RESOURCE_TYPES, fake.seed(api.RESOURCE_TYPES, _type("issue")))
+    for body in agents:
+        c.observe(api.AGENTS, fake.seed(api.AGENTS, body))
+    c.queue.drain()
+    return c, fake
+
+
+def _type(name: str) -> Body:
+    return {
+        "apiVersion": "bindery.dev/v1alpha1",
+        "kind": "ResourceType",
+        "metadata": {"name": name, "generation": 1},
+        "spec": {},
+    }
+
+
+async def run(c: Controller, *names: str) -> None:
+    for name in names:
+        await c.process(Request.agent(f"{NS}/{name}"))
+    await asyncio.sleep(0)  # let the event poster run
+    await c.events.stop()
+
+
+def edit(c: Controller, fake: ScriptedApi, body: Body) -> None:
+    """A user's edit: the stored object changes (generation bumped), the watch reports it."""
+    stored = fake.objects[("agentspecs", NS, body["metadata"]["name"])]
+    stored["spec"] = copy.deepcopy(body["spec"])
+    stored["metadata"]["generation"] += 1
+    stored["metadata"]["resourceVersion"] = str(next(fake._rv))
+    c.observe(api.AGENTS, copy.deepcopy(stored))
+
+
+X = "gh://org/repo/issues/1"
+LEASE = hold_name(X)
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    agents: tuple[Body, ...]
+    run: tuple[str, ...]
+    writes: list[Write]
+    states: dict[str, str]
+    refuse: dict[Write, int] = field(default_factory=dict)
+    events: list[str] = field(default_factory=list)
+
+
+CASES = [
+    Case(
+        "an idle agent gets its bindings, then its status",
+        (agent("a"),),
+        ("a",),
+        [("create", "configmaps", "a-bindings"), ("status", "agentspecs", "a")],
+        {"a": "Idle"},
+    ),
+    Case(
+        "work: finalizer, acquire, deliver, status, in that order",
+        (agent("a", X),),
+        ("a",),
+        [
+            ("patch", "agentspecs", "a"),
+            ("create", "leases", LEASE),
+            ("create", "configmaps", "a-bindings"),
+            ("status", "agentspecs", "a"),
+        ],
+        {"a": "Working"},
+        events=["AcquiredWork"],
+    ),
+    Case(
+        "a second claimant waits without writing a hold",
+        (agent("a", X), agent("b", X)),
+        ("a", "b"),
+        [
+            ("patch", "agentspecs", "a"),
+            ("create", "leases", LEASE),
+            ("create", "configmaps", "a-bindings"),
+            ("status", "agentspecs", "a"),
+            ("patch", "agentspecs", "b"),
+            ("create", "configmaps", "b-bindings"),
+            ("status", "agentspecs", "b"),
+        ],
+        {"a": "Working", "b": "Waiting"},
+        events=["AcquiredWork", "WaitingForWork"],
+    ),
+    Case(
+        "losing the create race (409) means waiting, not an error",
+        (agent("a", X),),
+        ("a",),
+        [
+            ("patch", "agentspecs", "a"),
+            ("create", "configmaps", "a-bindings"),
+            ("status", "agentspecs", "a"),
+        ],
+        {"a": "Waiting"},
+        refuse={("create", "leases", LEASE): 409},
+        events=["WaitingForWork"],
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)
+async def test_one_pass(case: Case) -> None:
+    c, fake = world(*case.agents)
+    fake.refuse = dict(case.refuse)
+    if case.refuse:  # someone else holds the lease, but it is not in our view yet
+        fake.seed(api.LEASES, {"metadata": {"name": LEASE, "namespace": NS}, "spec": {}})
+    await run(c, *case.run)
+    assert fake.writes == case.writes
+    states = {n: c.store.get(api.AGENTS, f"{NS}/{n}")["status"]["state"] for n in case.states}  # type: ignore[index]
+    assert states == case.states
+    assert fake.events == case.events
+
+
+async def test_handoff_goes_a_then_no_holder_then_b() -> None:
+    c, fake = world(agent("a", X), agent("b", X))
+    await run(c, "a", "b")
+    fake.writes.clear()
+    edit(c, fake, agent("a", review=X))  # A lets go of X as work (keeps it under another role)
+    queued = c.queue.drain()
+    assert Request.agent(f"{NS}/a") in queued
+    await run(c, "a")
+    assert fake.writes == [
+        ("patch", "configmaps", "a-bindings"),  # A's session stops seeing X as work ...
+        ("delete", "leases", LEASE),  # ... and only then is the hold released
+        ("patch", "agentspecs", "a"),  # finalizer dropped
+        ("status", "agentspecs", "a"),
+    ]
+    # The release queued the waiting claimant, not A again.
+    assert c.queue.drain() == {Request.agent(f"{NS}/b")}
+    fake.writes.clear()
+    await run(c, "b")
+    assert fake.writes[0] == ("create", "leases", LEASE)
+    assert ("patch", "configmaps", "b-bindings") in fake.writes
+    assert c.store.get(api.AGENTS, f"{NS}/b")["status"]["state"] == "Working"  # type: ignore[index]
+
+
+async def test_an_acquire_queues_no_second_pass_of_the_same_agent() -> None:
+    c, _ = world(agent("a", X), agent("b", X))
+    await run(c, "a")
+    pending = c.queue.drain()
+    assert Request.agent(f"{NS}/a") not in pending
+    assert Request.agent(f"{NS}/b") in pending  # the claimant learns of the new holder
+
+
+async def test_a_write_response_carrying_a_newer_spec_is_not_lost() -> None:
+    """A user's edit lands between the pass's read and its status write; the write's response
+    carries the new spec and its watch event looks stale: the response must be learned."""
+    c, fake = world(agent("a"))
+    stored = fake.objects[("agentspecs", NS, "a")]
+    stored["spec"] = {"resources": [{"name": "work", "tag": "issue", "uri": X}]}
+    stored["metadata"]["generation"] = 2
+    await run(c, "a")
+    agent_now = c.registry.agent(f"{NS}/a")
+    assert agent_now is not None
+    assert agent_now.spec.work() is not None
+    assert Request.agent(agent_now.meta.key) in c.queue.drain()
