@@ -18,7 +18,7 @@ import kopf
 from controller.k8s import api
 from controller.k8s.builders import MANAGED_BY, MANAGER
 from controller.reconcile import Controller
-from controller.reconcile.intake import OWNED
+from controller.reconcile.intake import OWNED, OWNED_SELECTOR
 
 __all__ = [
     "OWNED",
@@ -29,7 +29,6 @@ __all__ = [
     "register",
 ]
 
-OWNED_SELECTOR = f"{MANAGED_BY}={MANAGER}"
 WATCHED: tuple[api.Endpoint, ...] = tuple(api.ENDPOINTS.values())
 """The four Bindery kinds."""
 
@@ -37,7 +36,10 @@ WATCHED: tuple[api.Endpoint, ...] = tuple(api.ENDPOINTS.values())
 def _observe(endpoint: api.Endpoint):  # type: ignore[no-untyped-def]
     async def handler(event: dict[str, Any], memo: Any, **_: Any) -> None:
         controller: Controller = memo.controller
-        controller.observe(endpoint, event["object"], deleted=event.get("type") == "DELETED")
+        kind = event.get("type")
+        controller.observe(endpoint, event["object"], deleted=kind == "DELETED")
+        if kind is None:  # kopf is listing (start-up or a reconnect): deletions may be missed
+            controller.relisted(endpoint)
 
     handler.__name__ = f"observe_{endpoint.plural}"
     return handler
@@ -101,4 +103,5 @@ def configure_watching(settings: kopf.OperatorSettings) -> None:
     settings.queueing.idle_timeout = 0.5
     settings.persistence.diffbase_storage = NoDiffBase()
     settings.posting.level = 40  # logging.ERROR: kopf's own events only for real failures
-    settings.networking.error_backoffs = [1, 2, 5, 10, 30]
+    # Reconnect within seconds once the API server is back (kopf repeats the last delay).
+    settings.networking.error_backoffs = [0.5, 1, 2, 3]

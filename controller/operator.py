@@ -75,6 +75,7 @@ def build_registry(options: Options, stop: asyncio.Event) -> kopf.OperatorRegist
             workers=options.workers,
             instance=options.identity,
             session_service_account=os.environ.get("BINDERY_SESSION_SERVICE_ACCOUNT", ""),
+            namespaces=options.namespaces,
         )
         await prime(controller, options.namespaces)
         # The primed world is long-lived: move it out of the collector's generations so full

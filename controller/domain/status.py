@@ -79,6 +79,11 @@ def _ref(key: str) -> dict[str, str]:
     return {"namespace": namespace, "name": name}
 
 
+MAX_CANDIDATES = 20
+"""Candidates listed per slot in status; the rest are counted (a status must stay writable
+however many Resources an agent selects)."""
+
+
 def binding_rows(resolution: AgentResolution) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for d in resolution.direct:
@@ -112,8 +117,10 @@ def binding_rows(resolution: AgentResolution) -> list[dict[str, Any]]:
         if s.candidates:
             row["candidates"] = [
                 c.model_dump(mode="json", by_alias=True, exclude_defaults=True)
-                for c in s.candidates
+                for c in s.candidates[:MAX_CANDIDATES]
             ]
+            if len(s.candidates) > MAX_CANDIDATES:
+                row["candidatesOmitted"] = len(s.candidates) - MAX_CANDIDATES
         rows.append(row)
     return rows
 
@@ -431,3 +438,27 @@ def tool_events(old: dict[str, Any], new: dict[str, Any]) -> list[Note]:
     if is_ready(new) != is_ready(old) and not is_ready(new):
         return [Note("InvalidStaticSlot", ready_message(new), warning=True)]
     return []
+
+
+def rejected_status(
+    generation: int, old: dict[str, Any], now: str, *, what: str, error: str
+) -> dict[str, Any]:
+    """The status of an agent whose pass the API server refused (a bindings document over the
+    ConfigMap limit, a name too long for its session, a quota): Stalled, naming the refusal.
+
+    The fields of ``old`` that describe the world as last observed are kept; only the
+    conditions and state say the pass could not complete.
+    """
+    message = f"the API server refused {what}: {error}"
+    conditions = [
+        condition("Ready", False, "ApiRejected", message, generation),
+        condition("Reconciling", False, "ApiRejected", "", generation),
+        condition("Stalled", True, "ApiRejected", message, generation),
+    ]
+    kept = {k: v for k, v in old.items() if k not in ("conditions", "state", "observedGeneration")}
+    return {
+        **kept,
+        "observedGeneration": generation,
+        "state": ERROR_STATE,
+        "conditions": merge_conditions(old.get("conditions"), conditions, now),
+    }

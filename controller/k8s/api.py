@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 from kubernetes import client, config
+from kubernetes.client import rest
 
 from controller import __version__
 from controller.domain.models import GROUP, VERSION
@@ -23,6 +24,8 @@ from controller.domain.refs import Kind
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
+META_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+"""Ask a LIST for metadata only."""
 FIELD_MANAGER = "bindery"
 USER_AGENT = f"bindery-controller/{__version__}"
 
@@ -37,6 +40,8 @@ class ApiError(Exception):
 
     def __init__(self, status: int, method: str, path: str, body: dict[str, Any]) -> None:
         self.status = status
+        self.method = method
+        self.path = path
         self.reason = str(body.get("reason", ""))
         self.message = str(body.get("message", "")) or json.dumps(body)[:500]
         super().__init__(f"{method} {path}: HTTP {status} {self.reason}: {self.message}")
@@ -49,6 +54,12 @@ class ApiError(Exception):
     def conflict(self) -> bool:
         """409: the object exists already, or a resourceVersion/uid precondition failed."""
         return self.status == 409
+
+    @property
+    def refused(self) -> bool:
+        """The request itself was refused (invalid, too large, forbidden): sending it again
+        unchanged will not help, the object or its inputs must change."""
+        return 400 <= self.status < 500 and self.status not in (404, 409, 429)
 
     @property
     def stale(self) -> bool:
@@ -110,9 +121,12 @@ class KubeApi:
     """Async JSON calls against the API server."""
 
     def __init__(self, api_client: client.ApiClient, *, threads: int = 16) -> None:
-        api_client.configuration.connection_pool_maxsize = max(
-            threads, api_client.configuration.connection_pool_maxsize or 0
-        )
+        cfg = api_client.configuration
+        if (cfg.connection_pool_maxsize or 0) < threads:
+            # The client sized its connection pool when it was built: build it again with one
+            # connection per thread, or busy threads would open and discard extra connections.
+            cfg.connection_pool_maxsize = threads
+            api_client.rest_client = rest.RESTClientObject(cfg)
         api_client.user_agent = USER_AGENT
         self._client = api_client
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="bindery-api")
@@ -131,8 +145,10 @@ class KubeApi:
         body: Any = None,
         content_type: str = "application/json",
         query: list[tuple[str, str]] | None = None,
+        *,
+        accept: str = "application/json",
     ) -> dict[str, Any]:
-        headers = {"Accept": "application/json", "Content-Type": content_type}
+        headers = {"Accept": accept, "Content-Type": content_type}
         query = [*(query or []), ("fieldManager", FIELD_MANAGER)] if method != "GET" else query
         if method == "DELETE":
             query = None
@@ -164,8 +180,12 @@ class KubeApi:
         body: Any = None,
         content_type: str = "application/json",
         query: list[tuple[str, str]] | None = None,
+        *,
+        accept: str = "application/json",
     ) -> dict[str, Any]:
-        return await self._run(lambda: self._request_sync(method, path, body, content_type, query))
+        return await self._run(
+            lambda: self._request_sync(method, path, body, content_type, query, accept=accept)
+        )
 
     # ------------------------------------------------------------------ verbs
 
@@ -199,6 +219,31 @@ class KubeApi:
             token = (data.get("metadata") or {}).get("continue", "")
             if not token:
                 return items
+
+    async def list_versions(
+        self, kind: Endpoint, namespace: str = "", label_selector: str = "", page: int = LIST_PAGE
+    ) -> tuple[str, dict[str, str]]:
+        """The resourceVersion of a consistent listing and, for every object in it, its
+        ``namespace/name`` key and resourceVersion (metadata only: no bodies are transferred)."""
+        versions: dict[str, str] = {}
+        token = ""
+        list_rv = ""
+        while True:
+            query = [("limit", str(page))]
+            if label_selector:
+                query.append(("labelSelector", label_selector))
+            if token:
+                query.append(("continue", token))
+            data = await self.request("GET", kind.path(namespace), query=query, accept=META_LIST)
+            for item in data.get("items") or []:
+                md = item.get("metadata") or {}
+                ns, name = md.get("namespace") or "", md.get("name", "")
+                versions[f"{ns}/{name}" if ns else name] = str(md.get("resourceVersion", ""))
+            meta = data.get("metadata") or {}
+            list_rv = list_rv or str(meta.get("resourceVersion", ""))
+            token = meta.get("continue", "")
+            if not token:
+                return list_rv, versions
 
     async def create(self, kind: Endpoint, body: dict[str, Any]) -> dict[str, Any]:
         namespace = body["metadata"].get("namespace", "")

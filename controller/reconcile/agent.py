@@ -25,14 +25,18 @@ from typing import Any
 
 from controller import metrics
 from controller.domain import delivery, status
+from controller.domain.models import AgentObject
 from controller.domain.refs import Request
 from controller.domain.registry import Registry
+from controller.domain.results import AgentResolution
+from controller.domain.work import WorkPlan
 from controller.k8s import api, builders
+from controller.k8s.api import ApiError
 from controller.reconcile.delivery import BindingsDelivery
 from controller.reconcile.events import EventRecorder
 from controller.reconcile.holds import FINALIZER, WorkHolds
 from controller.reconcile.kinds import write_status
-from controller.reconcile.sessions import Sessions
+from controller.reconcile.sessions import SessionOutcome, Sessions
 from controller.reconcile.store import Store
 from controller.reconcile.writer import Writer
 
@@ -109,19 +113,22 @@ class AgentReconciler:
             return await write_status(self.writer, request, body, new)
 
         resolution = self.registry.resolve(request.ref.key)
-        work = await self.holds.plan(agent, resolution, old)
-        if work.uri or self.holds.of(agent):  # 1. finalizer
-            await self.holds.ensure_finalizer(request, body, present=True)
-        work = await self.holds.acquire(request, agent, work)  # 2. acquire
-        rendered = delivery.render(  # 3. deliver
-            delivery.bindings_document(agent, resolution, deliver_work=work.deliver)
-        )
-        delivered = await self.bindings.deliver(request, agent, rendered)
-        for hold in work.release:  # 4. release, only after the bindings no longer carry it
-            await self.holds.release(request, hold)
-        if not work.uri and not self.holds.of(agent):  # 5. drop finalizer
-            await self.holds.ensure_finalizer(request, self._latest(request, body), present=False)
-        session = await self.sessions.converge(request, agent)  # 6. session
+        try:
+            work, session, delivered = await self._converge(request, body, agent, resolution, old)
+        except ApiError as exc:
+            if not exc.refused:
+                raise
+            # Retrying the same request cannot succeed: say so in status, then keep retrying
+            # with backoff (a quota or a webhook may still change its mind).
+            new = status.rejected_status(
+                gen,
+                old,
+                status.now_rfc3339(),
+                what=f"{exc.method} {exc.path}",
+                error=f"HTTP {exc.status} {exc.reason}: {exc.message}",
+            )
+            await write_status(self.writer, request, self._latest(request, body), new)
+            raise
 
         now = status.now_rfc3339()  # 7. status
         new = status.agent_status(
@@ -139,8 +146,33 @@ class AgentReconciler:
         if changed:  # 8. events
             for note in status.agent_events(old, new, session.launched):
                 self.events.record(latest, note)
+            self.holds.waited_on(agent, work)
         self.gauges.count(request.ref.key, new.get("state"), status.binding_counts(resolution))
         return changed or delivered
+
+    async def _converge(
+        self,
+        request: Request,
+        body: Body,
+        agent: AgentObject,
+        resolution: AgentResolution,
+        old: Body,
+    ) -> tuple[WorkPlan, SessionOutcome, bool]:
+        """Steps 1 to 6; what the work step came to, the session outcome, whether delivered."""
+        work = await self.holds.plan(agent, resolution, old)
+        if work.uri or self.holds.of(agent):  # 1. finalizer
+            await self.holds.ensure_finalizer(request, body, present=True)
+        work = await self.holds.acquire(request, agent, work)  # 2. acquire
+        rendered = delivery.render(  # 3. deliver
+            delivery.bindings_document(agent, resolution, deliver_work=work.deliver)
+        )
+        delivered = await self.bindings.deliver(request, agent, rendered)
+        for hold in work.release:  # 4. release, only after the bindings no longer carry it
+            await self.holds.release(request, hold)
+        if not work.uri and not self.holds.of(agent):  # 5. drop finalizer
+            await self.holds.ensure_finalizer(request, self._latest(request, body), present=False)
+        session = await self.sessions.converge(request, agent)  # 6. session
+        return work, session, delivered
 
     async def _finalize(self, request: Request, body: Body) -> None:
         """Deleting an agent: withdraw its work from the session, release holds, let it go."""

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from controller.domain.refs import Kind, Ref, Request
 from controller.domain.registry import Registry
-from controller.k8s import api
+from controller.k8s import api as k8s_api
 from controller.k8s.api import KubeApi
 from controller.reconcile.agent import AgentGauges, AgentReconciler
 from controller.reconcile.delivery import BindingsDelivery
 from controller.reconcile.events import EventRecorder
 from controller.reconcile.holds import WorkHolds
-from controller.reconcile.intake import Intake
+from controller.reconcile.intake import OWNED, OWNED_SELECTOR, Intake
 from controller.reconcile.kinds import (
     Reconciler,
     ResourceReconciler,
@@ -21,6 +22,7 @@ from controller.reconcile.kinds import (
     ToolReconciler,
 )
 from controller.reconcile.queue import WorkQueue
+from controller.reconcile.resync import Sweeper
 from controller.reconcile.sessions import Sessions
 from controller.reconcile.store import Store
 from controller.reconcile.workers import WorkerPool
@@ -41,6 +43,8 @@ class Controller:
         workers: int = 8,
         instance: str = "",
         session_service_account: str = "",
+        namespaces: Sequence[str] = (),
+        resync_period: float = 60.0,
     ) -> None:
         self.api = api
         self.instance = instance or f"bindery-{uuid.uuid4().hex[:8]}"
@@ -54,7 +58,12 @@ class Controller:
         self.intake.on_agent_gone = gauges.forget
         errors = self.intake.parse_errors
         self.holds = WorkHolds(
-            self.store, self.registry, self.intake.holds, self.intake.wanted, self.writer
+            store=self.store,
+            registry=self.registry,
+            holds=self.intake.holds,
+            wanted=self.intake.wanted,
+            writer=self.writer,
+            wake=self.queue.add,
         )
         self.bindings = BindingsDelivery(self.store, self.writer)
         self.sessions = Sessions(self.store, self.writer, service_account=session_service_account)
@@ -77,23 +86,38 @@ class Controller:
             ),
         }
         self.pool = WorkerPool(self.queue, self.store, reconcilers, workers=workers)
+        self.sweeper = Sweeper(
+            api,
+            self.store,
+            lambda endpoint, body: self.observe(endpoint, body, deleted=True),
+            kinds=[(e, "") for e in k8s_api.ENDPOINTS.values()]
+            + [(e, OWNED_SELECTOR) for e in OWNED],
+            namespaces=namespaces,
+            period=resync_period,
+        )
 
     # ------------------------------------------------------------------ intake
 
-    def observe(self, endpoint: api.Endpoint, body: dict[str, Any], deleted: bool = False) -> None:
+    def observe(
+        self, endpoint: k8s_api.Endpoint, body: dict[str, Any], deleted: bool = False
+    ) -> None:
         """An object was listed, added, modified or deleted: queue what it affects."""
         for request in self.intake.observe(endpoint, body, deleted=deleted):
             self.queue.add(request)
 
     def _written(
-        self, endpoint: api.Endpoint, body: dict[str, Any], deleted: bool, by: Request
+        self, endpoint: k8s_api.Endpoint, body: dict[str, Any], deleted: bool, by: Request
     ) -> None:
         for request in self.intake.observe(endpoint, body, deleted=deleted, by=by):
             self.queue.add(request)
 
+    def relisted(self, endpoint: k8s_api.Endpoint) -> None:
+        """kopf is listing ``endpoint`` again: sweep out what was deleted unseen, soon."""
+        self.sweeper.relisted(endpoint)
+
     def enqueue_all(self) -> None:
         """Queue every object of the four kinds (the first pass after start-up)."""
-        for kind, endpoint in api.ENDPOINTS.items():
+        for kind, endpoint in k8s_api.ENDPOINTS.items():
             for body in self.store.of(endpoint).values():
                 self.queue.add(Request(kind, Ref.of(body)))
 
@@ -101,8 +125,10 @@ class Controller:
 
     def start(self) -> None:
         self.pool.start()
+        self.sweeper.start()
 
     async def stop(self) -> None:
+        await self.sweeper.stop()
         await self.pool.stop()
         await self.events.stop()
 

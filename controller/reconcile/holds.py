@@ -7,6 +7,7 @@ while it holds anything. The order in which these run within a pass is the agent
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -38,17 +39,21 @@ class WorkHolds:
 
     def __init__(
         self,
+        *,
         store: Store,
         registry: Registry,
         holds: HoldIndex,
         wanted: WantedIndex,
         writer: Writer,
+        wake: Callable[[Request], None],
     ) -> None:
         self.store = store
         self.registry = registry
         self.holds = holds
         self.wanted = wanted
         self.writer = writer
+        self.wake = wake
+        """Queue another agent's pass (a claimant whose turn may have come)."""
 
     def of(self, agent: AgentObject) -> list[Hold]:
         """The holds naming ``agent`` (by uid)."""
@@ -60,13 +65,19 @@ class WorkHolds:
         """This pass's hold step for ``agent`` (see :func:`controller.domain.work.plan_work`)."""
         ns = agent.meta.namespace
         work = next((d for d in resolution.direct if d.name == "work"), None)
-        desired = work.uri if work is not None and work.state is not BindingState.ERROR else None
+        in_error = work is not None and work.state is BindingState.ERROR
+        if self.wanted.block(agent.meta.key, in_error) and work is not None:
+            # It left (or joined) the line for its URI: the others' order changed.
+            self._wake_claimants(ns, work.uri, but=agent.meta.key)
+        desired = work.uri if work is not None and not in_error else None
         hold = self.holds.get(ns, desired) if desired else None
         holder_exists = hold is not None and await self._holder_exists(hold)
         rivals = []
         if desired:
             for other in sorted(self.wanted.get(ns, desired)):
                 if other == agent.meta.key or (hold is not None and other == hold.holder):
+                    continue
+                if other in self.wanted.blocked:
                     continue
                 body = self.store.get(api.AGENTS, other) or {}
                 rivals.append(claim_from(other, body.get("status") or {}, desired))
@@ -80,6 +91,18 @@ class WorkHolds:
             me=claim_from(agent.meta.key, old, desired or ""),
             rivals=rivals,
         )
+
+    def _wake_claimants(self, namespace: str, uri: str, *, but: str) -> None:
+        for other in self.wanted.get(namespace, uri):
+            if other != but:
+                self.wake(Request.agent(other))
+
+    def waited_on(self, agent: AgentObject, plan: WorkPlan) -> None:
+        """``agent`` waits for a free URI behind another claimant: give that one its turn (it
+        may not have had a pass since the order changed)."""
+        free = plan.uri and self.holds.get(agent.meta.namespace, plan.uri) is None
+        if plan.state is WorkState.WAITING and plan.waiting_for and free:
+            self.wake(Request.agent(plan.waiting_for))
 
     async def _holder_exists(self, hold: Hold) -> bool:
         cached = self.registry.agent(hold.holder)

@@ -67,6 +67,18 @@ class WantedIndex:
         self.claimants: MultiIndex[Slot, str] = MultiIndex()
         self.work_of: dict[str, str] = {}
         """agent key -> the work URI its spec asks for."""
+        self.blocked: set[str] = set()
+        """Agents whose work binding is in error: they cannot hold, so they wait in no line."""
+
+    def block(self, key: str, blocked: bool) -> bool:
+        """Record whether ``key``'s work binding is in error; whether that changed."""
+        if blocked == (key in self.blocked):
+            return False
+        if blocked:
+            self.blocked.add(key)
+        else:
+            self.blocked.discard(key)
+        return True
 
     def get(self, namespace: str, uri: str) -> AbstractSet[str]:
         return self.claimants.get((namespace, uri))
@@ -76,6 +88,8 @@ class WantedIndex:
         old = self.work_of.pop(key, None)
         if old is not None:
             self.claimants.discard((namespace, old), key)
+        if agent is None:
+            self.blocked.discard(key)
         work = agent.spec.work() if agent else None
         if work is not None:
             self.work_of[key] = work.uri

@@ -35,6 +35,8 @@ from controller.reconcile.store import Body, Store
 KINDS: dict[api.Endpoint, Kind] = {endpoint: kind for kind, endpoint in api.ENDPOINTS.items()}
 OWNED: tuple[api.Endpoint, ...] = (api.CONFIG_MAPS, api.STATEFUL_SETS, api.LEASES)
 """The kinds of object the controller creates for agents (labelled as managed by Bindery)."""
+OWNED_SELECTOR = f"{builders.MANAGED_BY}={builders.MANAGER}"
+"""The label selector of the objects the controller creates."""
 
 
 def parse_error(exc: ValidationError) -> str:

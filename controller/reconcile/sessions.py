@@ -13,8 +13,8 @@ from controller.domain.models import AgentObject
 from controller.domain.refs import Request
 from controller.k8s import api, builders
 from controller.k8s.api import ApiError
-from controller.reconcile.store import Store
-from controller.reconcile.writer import Writer
+from controller.reconcile.store import Store, resource_version
+from controller.reconcile.writer import StaleWriteError, Writer
 
 log = structlog.get_logger("bindery.sessions")
 
@@ -99,7 +99,11 @@ class Sessions:
         try:
             await self.writer.json_patch_at(by, api.STATEFUL_SETS, current, ops)
         except ApiError as exc:
-            if exc.stale:  # it changed since we saw it: the retry decides from what is there now
-                md = current["metadata"]
-                await self.writer.reread(by, api.STATEFUL_SETS, md["namespace"], md["name"])
-            raise
+            if not exc.stale:
+                raise
+            md = current["metadata"]
+            now = await self.writer.reread(by, api.STATEFUL_SETS, md["namespace"], md["name"])
+            if now is not None and resource_version(now) == md["resourceVersion"]:
+                raise  # not a stale version: the API server refused the template itself
+            # It changed since we saw it: the retry decides from what is there now.
+            raise StaleWriteError(f"session {md['namespace']}/{md['name']} changed") from exc

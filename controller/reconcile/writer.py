@@ -20,6 +20,10 @@ Sink = Callable[[Endpoint, Body, bool, Request], None]
 """``sink(endpoint, body, deleted, by)``: where written versions go (the controller's intake)."""
 
 
+class StaleWriteError(Exception):
+    """A guarded write was decided from a version that has changed: run the pass again."""
+
+
 class Writer:
     """Creates, patches, replaces status and deletes, each guarded and written through."""
 
@@ -50,24 +54,51 @@ class Writer:
         self._sink(endpoint, written, False, by)
         return written, True
 
-    async def patch_at(self, by: Request, endpoint: Endpoint, current: Body, patch: Body) -> Body:
-        """Merge-patch ``current``, refused (409) unless it is still at its resourceVersion."""
+    def _gone(self, by: Request, endpoint: Endpoint, current: Body) -> None:
+        """The API server says ``current`` no longer exists: take it out of the view now, so a
+        deletion whose watch event was lost cannot leave a ghost that passes keep acting on."""
+        self._sink(endpoint, current, True, by)
+
+    async def patch_at(
+        self, by: Request, endpoint: Endpoint, current: Body, patch: Body
+    ) -> Body | None:
+        """Merge-patch ``current``, refused (409) unless it is still at its resourceVersion.
+
+        None when the object is gone (it is then removed from the view).
+        """
         md = current["metadata"]
         guard = {**(patch.get("metadata") or {}), "resourceVersion": md["resourceVersion"]}
         guarded = {**patch, "metadata": guard}
-        written = await self.api.merge_patch(endpoint, md.get("namespace", ""), md["name"], guarded)
+        try:
+            written = await self.api.merge_patch(
+                endpoint, md.get("namespace", ""), md["name"], guarded
+            )
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+            self._gone(by, endpoint, current)
+            return None
         self._count(endpoint, "patch")
         self._sink(endpoint, written, False, by)
         return written
 
     async def json_patch_at(
         self, by: Request, endpoint: Endpoint, current: Body, ops: list[Body]
-    ) -> Body:
-        """JSON-patch ``current``, refused (422) unless it is still at its resourceVersion."""
+    ) -> Body | None:
+        """JSON-patch ``current``, refused (422) unless it is still at its resourceVersion.
+
+        None when the object is gone (it is then removed from the view).
+        """
         md = current["metadata"]
-        written = await self.api.json_patch_at(
-            endpoint, md.get("namespace", ""), md["name"], md["resourceVersion"], ops
-        )
+        try:
+            written = await self.api.json_patch_at(
+                endpoint, md.get("namespace", ""), md["name"], md["resourceVersion"], ops
+            )
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+            self._gone(by, endpoint, current)
+            return None
         self._count(endpoint, "patch")
         self._sink(endpoint, written, False, by)
         return written
@@ -75,16 +106,18 @@ class Writer:
     async def replace_status(
         self, by: Request, endpoint: Endpoint, current: Body, status: Body
     ) -> Body | None:
-        """Write the whole ``status`` of ``current``; None when the object is gone."""
+        """Write the whole ``status`` of ``current``; None when the object is gone (it is then
+        removed from the view)."""
         md = current["metadata"]
         try:
             written = await self.api.replace_status(
                 endpoint, md.get("namespace", ""), md["name"], status
             )
         except ApiError as exc:
-            if exc.not_found:
-                return None
-            raise
+            if not exc.not_found:
+                raise
+            self._gone(by, endpoint, current)
+            return None
         self._count(endpoint, "patch")
         self._sink(endpoint, written, False, by)
         return written

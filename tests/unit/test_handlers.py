@@ -65,6 +65,9 @@ class _Intake:
     def observe(self, kind: api.Endpoint, body: dict[str, Any], deleted: bool = False) -> None:
         self.seen.append((kind.plural, body["metadata"]["name"], deleted, threading.get_ident()))
 
+    def relisted(self, kind: api.Endpoint) -> None:
+        self.seen.append((kind.plural, "(listed)", False, threading.get_ident()))
+
 
 @pytest.mark.parametrize("event_type", ["ADDED", "MODIFIED", None, "DELETED"])
 async def test_a_handler_hands_the_event_to_the_intake_on_the_loop_thread(
@@ -79,7 +82,11 @@ async def test_a_handler_hands_the_event_to_the_intake_on_the_loop_thread(
     await by_id["observe-configmaps"](event=event, memo=memo)
     loop_thread = threading.get_ident()
     deleted = event_type == "DELETED"
+    listed = [("agentspecs", "(listed)", False, loop_thread)] if event_type is None else []
+    listed_cm = [("configmaps", "(listed)", False, loop_thread)] if event_type is None else []
     assert intake.seen == [
         ("agentspecs", "x", deleted, loop_thread),
+        *listed,
         ("configmaps", "x", deleted, loop_thread),
+        *listed_cm,
     ]

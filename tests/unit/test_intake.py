@@ -23,6 +23,7 @@ from controller.k8s.api import (
 )
 from controller.reconcile import Controller
 from controller.reconcile.store import Tombstones
+from controller.reconcile.writer import StaleWriteError
 
 NS = "team"
 
@@ -270,6 +271,6 @@ async def test_a_refused_relaunch_reads_the_workload_again_before_its_retry() ->
     c.store.put(STATEFUL_SETS, stale)
     desired = {"metadata": {"name": "r-session", "annotations": {}}, "spec": {"template": {}}}
     c.writer.api = _WorkloadChangedMeanwhile(body("StatefulSet", "r-session", {}, 14))  # type: ignore[assignment]
-    with pytest.raises(ApiError):
+    with pytest.raises(StaleWriteError):
         await c.sessions.relaunch(Request.agent(f"{NS}/r"), stale, desired)
     assert c.store.get(STATEFUL_SETS, f"{NS}/r-session")["metadata"]["resourceVersion"] == "14"  # type: ignore[index]

@@ -1,0 +1,131 @@
+"""The sweep: objects that vanished without a DELETED event leave the view.
+
+A watch reports a deletion only if it is connected when it happens. An object deleted between
+the start-up LIST and kopf's own listing, or while a watch is re-established after an API-server
+restart or a 410 Gone, produces no event and would otherwise stay in the view for good: claimants
+waiting for a deleted holder, a deleted agent's session recreated against the garbage collector.
+The sweep lists each kind (metadata only) and removes what the listing proves gone: an object
+absent from a listing taken at resourceVersion R, whose stored version is not newer than R.
+
+It runs shortly after kopf (re)lists a kind (which is what kopf does after every reconnect),
+and every ``period`` seconds as a backstop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import structlog
+
+from controller.k8s import api
+from controller.k8s.api import KubeApi
+from controller.reconcile.store import Store, resource_version
+
+log = structlog.get_logger("bindery.resync")
+
+Vanished = Callable[[api.Endpoint, dict[str, Any]], None]
+"""Called with each stored body the sweep proves deleted."""
+
+
+def vanished(
+    stored: dict[str, dict[str, Any]], list_rv: str, listed: dict[str, str], namespace: str = ""
+) -> list[dict[str, Any]]:
+    """The stored bodies a listing at ``list_rv`` proves deleted (in ``namespace``, or all)."""
+    try:
+        at = int(list_rv)
+    except ValueError:
+        return []
+    gone = []
+    for key, body in stored.items():
+        if key in listed or (namespace and not key.startswith(f"{namespace}/")):
+            continue
+        try:
+            if int(resource_version(body)) <= at:
+                gone.append(body)
+        except ValueError:
+            continue
+    return gone
+
+
+class Sweeper:
+    """Lists each watched kind now and then and forgets the objects that are gone."""
+
+    def __init__(
+        self,
+        kube: KubeApi,
+        store: Store,
+        on_vanished: Vanished,
+        *,
+        kinds: Sequence[tuple[api.Endpoint, str]],
+        namespaces: Sequence[str] = (),
+        period: float = 60.0,
+        settle: float = 2.0,
+    ) -> None:
+        self.api = kube
+        self.store = store
+        self.on_vanished = on_vanished
+        self.kinds = list(kinds)
+        """(endpoint, label selector) of every kind in the view."""
+        self.namespaces = list(namespaces)
+        self.period = period
+        self.settle = settle
+        self._soon: dict[api.Endpoint, asyncio.TimerHandle] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._loop: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop().create_task(self._every_period())
+
+    async def stop(self) -> None:
+        for handle in self._soon.values():
+            handle.cancel()
+        self._soon.clear()
+        tasks = [*self._tasks, *([self._loop] if self._loop else [])]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._loop = None
+
+    def relisted(self, endpoint: api.Endpoint) -> None:
+        """kopf is listing ``endpoint`` (start-up or a reconnect): sweep it once that settles."""
+        if endpoint in self._soon:
+            return
+        loop = asyncio.get_running_loop()
+        self._soon[endpoint] = loop.call_later(self.settle, self._spawn, endpoint)
+
+    def _spawn(self, endpoint: api.Endpoint) -> None:
+        self._soon.pop(endpoint, None)
+        task = asyncio.get_running_loop().create_task(self._sweep_logged(endpoint))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _every_period(self) -> None:
+        while True:
+            await asyncio.sleep(self.period)
+            for endpoint, _ in self.kinds:
+                await self._sweep_logged(endpoint)
+
+    async def _sweep_logged(self, endpoint: api.Endpoint) -> None:
+        try:
+            gone = await self.sweep(endpoint)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the API unreachable: the next sweep tries again
+            log.warning("sweep failed; will try again", kind=endpoint.plural, error=str(exc))
+            return
+        if gone:
+            log.info("forgot objects deleted while unwatched", kind=endpoint.plural, count=gone)
+
+    async def sweep(self, endpoint: api.Endpoint) -> int:
+        """List ``endpoint`` and forget what the listing proves deleted; how many."""
+        selector = dict(self.kinds).get(endpoint, "")
+        scopes = self.namespaces if endpoint.namespaced and self.namespaces else [""]
+        count = 0
+        for namespace in scopes:
+            list_rv, listed = await self.api.list_versions(endpoint, namespace, selector)
+            for body in vanished(self.store.of(endpoint), list_rv, listed, namespace):
+                self.on_vanished(endpoint, body)
+                count += 1
+        return count
