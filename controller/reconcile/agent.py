@@ -83,6 +83,7 @@ class AgentReconciler:
         sessions: Sessions,
         events: EventRecorder,
         gauges: AgentGauges,
+        suspects: set[Request],
     ) -> None:
         self.store = store
         self.registry = registry
@@ -93,11 +94,17 @@ class AgentReconciler:
         self.sessions = sessions
         self.events = events
         self.gauges = gauges
+        self.suspects = suspects
 
     def _latest(self, request: Request, body: Body) -> Body:
         return self.store.get(api.AGENTS, request.ref.key) or body
 
     async def reconcile(self, request: Request, body: Body) -> bool:
+        if request in self.suspects:  # something it owns was deleted: is the agent itself gone?
+            self.suspects.discard(request)
+            if not await self.writer.confirm(request, api.AGENTS, body):
+                return False
+            body = self._latest(request, body)
         md = body["metadata"]
         gen = int(md.get("generation", 0))
         old = body.get("status") or {}

@@ -83,6 +83,7 @@ class Controller:
                 sessions=self.sessions,
                 events=self.events,
                 gauges=gauges,
+                suspects=self.intake.suspects,
             ),
         }
         self.pool = WorkerPool(self.queue, self.store, reconcilers, workers=workers)

@@ -61,6 +61,9 @@ class Intake:
         self.holds = HoldIndex()
         self.wanted = WantedIndex()
         self.parse_errors: dict[Request, str] = {}
+        self.suspects: set[Request] = set()
+        """Agents whose owned object someone else deleted: perhaps the garbage collector, because
+        the agent itself is gone and its DELETED event was missed. Their next pass checks."""
         self.on_agent_gone: Callable[[str], None] = lambda key: None
         """Called with an agent's key when it leaves the view (its gauges are forgotten)."""
 
@@ -95,6 +98,7 @@ class Intake:
             if self.store.delete(endpoint, body) is None:
                 return set()
             self.parse_errors.pop(request, None)
+            self.suspects.discard(request)
             if kind is Kind.AGENT:
                 self.on_agent_gone(ref.key)
             return self._requests(self._forget(kind, ref))
@@ -175,7 +179,12 @@ class Intake:
             return set()  # stale, or the response to our own write
         ref = Ref.of(body)
         agent = ((body.get("metadata") or {}).get("labels") or {}).get(builders.AGENT_LABEL)
-        return {Request(Kind.AGENT, Ref(ref.namespace, agent))} if agent else set()
+        if not agent:
+            return set()
+        request = Request(Kind.AGENT, Ref(ref.namespace, agent))
+        if deleted and by is None:
+            self.suspects.add(request)
+        return {request}
 
     def _hold(self, body: Body, deleted: bool) -> set[Request]:
         """A hold changed: its holder, the URI's claimants and the Resources with that URI."""

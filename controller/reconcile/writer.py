@@ -146,6 +146,16 @@ class Writer:
         self._sink(endpoint, current, True, by)
         return deleted
 
+    async def confirm(self, by: Request, endpoint: Endpoint, current: Body) -> bool:
+        """Whether ``current`` (that incarnation) still exists; if not, it leaves the view."""
+        md = current["metadata"]
+        found = await self.api.get(endpoint, md.get("namespace", ""), md["name"])
+        if found is None or (found.get("metadata") or {}).get("uid") != md.get("uid"):
+            self._gone(by, endpoint, current)
+            return False
+        self._sink(endpoint, found, False, by)
+        return True
+
     async def reread(
         self, by: Request, endpoint: Endpoint, namespace: str, name: str
     ) -> Body | None:

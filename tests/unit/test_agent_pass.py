@@ -22,6 +22,7 @@ from controller.domain.work import hold_name
 from controller.k8s import api
 from controller.k8s.api import ApiError, Endpoint
 from controller.reconcile import Controller
+from controller.reconcile.resync import vanished
 
 NS = "team"
 Body = dict[str, Any]
@@ -317,3 +318,79 @@ async def test_a_write_response_carrying_a_newer_spec_is_not_lost() -> None:
     assert agent_now is not None
     assert agent_now.spec.work() is not None
     assert Request.agent(agent_now.meta.key) in c.queue.drain()
+
+
+# ------------------------------------------------------------------------------ liveness
+
+
+async def test_a_deleted_agent_whose_event_was_lost_leaves_the_view_on_its_next_write() -> None:
+    """The garbage collector deletes a ghost's session; the pass that recreates it learns from
+    the 404 on status that the agent is gone, instead of fighting the collector forever."""
+    with_runtime = agent("a")
+    with_runtime["spec"]["runtime"] = {"image": "example/agent:1"}
+    c, fake = world(with_runtime)
+    await run(c, "a")
+    del fake.objects[("agentspecs", NS, "a")]  # deleted while the watch was away: no event
+    session = fake.objects.pop(("statefulsets", NS, "a-session"))
+    c.observe(api.STATEFUL_SETS, session, deleted=True)  # the collector's deletion is seen
+    assert c.queue.drain() == {Request.agent(f"{NS}/a")}
+    await c.process(Request.agent(f"{NS}/a"))
+    assert c.registry.agent(f"{NS}/a") is None
+    assert c.store.get(api.AGENTS, f"{NS}/a") is None
+    assert c.queue.drain() == set()
+
+
+async def test_the_sweep_forgets_a_holder_deleted_unseen_and_wakes_its_claimants() -> None:
+    c, fake = world(agent("a", X), agent("b", X))
+    await run(c, "a", "b")
+    c.queue.drain()
+    del fake.objects[("agentspecs", NS, "a")]
+    listed = {
+        k: v["metadata"]["resourceVersion"]
+        for (p, ns, n), v in fake.objects.items()
+        if p == "agentspecs"
+        for k in [f"{ns}/{n}"]
+    }
+
+    async def list_versions(*_: Any, **__: Any) -> tuple[str, dict[str, str]]:
+        return str(next(fake._rv)), listed
+
+    fake.list_versions = list_versions  # type: ignore[attr-defined]
+    assert await c.sweeper.sweep(api.AGENTS) == 1
+    assert c.registry.agent(f"{NS}/a") is None
+    assert Request.agent(f"{NS}/b") in c.queue.drain()
+
+
+def test_a_listing_proves_deleted_only_what_it_could_have_seen() -> None:
+    def at(rv: int) -> Body:
+        return {"metadata": {"resourceVersion": str(rv)}}
+
+    stored = {"ns/old": at(5), "ns/new": at(12), "ns/listed": at(3), "other/x": at(1)}
+    gone = vanished(stored, "10", {"ns/listed": "3"}, namespace="ns")
+    assert gone == [at(5)]  # created after the listing (12) or outside the scope: kept
+
+
+async def test_a_claimant_never_waits_behind_an_agent_that_cannot_hold() -> None:
+    bad = agent("a", X)
+    bad["spec"]["resources"][0]["tag"] = "no-such-type"  # its work binding is in error
+    c, _ = world(bad, agent("b", X))
+    await run(c, "b")  # b has not seen a's error yet: it lets a (first by name) go first ...
+    assert c.store.get(api.AGENTS, f"{NS}/b")["status"]["state"] == "Waiting"  # type: ignore[index]
+    assert Request.agent(f"{NS}/a") in c.queue.drain()  # ... and gives a its turn
+    await run(c, "a")
+    assert Request.agent(f"{NS}/b") in c.queue.drain()  # a cannot hold: b's turn
+    await run(c, "b")
+    assert c.store.get(api.AGENTS, f"{NS}/b")["status"]["state"] == "Working"  # type: ignore[index]
+
+
+async def test_a_pass_the_api_server_refuses_still_writes_status() -> None:
+    c, fake = world(agent("a"))
+    fake.refuse = {("create", "configmaps", "a-bindings"): 422}
+    with pytest.raises(ApiError):
+        await c.process(Request.agent(f"{NS}/a"))
+    st = c.store.get(api.AGENTS, f"{NS}/a")["status"]  # type: ignore[index]
+    stalled = next(x for x in st["conditions"] if x["type"] == "Stalled")
+    assert stalled["status"] == "True"
+    assert stalled["reason"] == "ApiRejected"
+    assert "configmaps" in stalled["message"]
+    assert "HTTP 422" in stalled["message"]
