@@ -1,0 +1,96 @@
+"""Liveness against the real API server: deletions the controller never saw do not strand anyone.
+
+The controller here runs in-process with no watches at all, so every deletion is "missed" by
+construction, as one made while a watch reconnects or between the start-up LIST and kopf's own
+listing would be. What brings the view back to the truth is the sweep (a metadata-only LIST) and
+the API server's answers to the controller's own requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+
+import pytest
+
+from controller.domain.work import hold_name
+from controller.k8s import api
+from controller.k8s.api import KubeApi
+from controller.operator import prime
+from controller.reconcile import Controller
+from tests.conftest import Cluster
+from tests.integration.kube import agent, apply, apply_examples, get, work
+
+pytestmark = pytest.mark.integration
+
+URI = "github-issue://example/project/41"
+
+
+@pytest.fixture
+async def unwatched(cluster: Cluster, crds: list[str], namespace: str) -> AsyncIterator[Controller]:
+    """A controller that reconciles but watches nothing: it learns only from LISTs and writes."""
+    kube = KubeApi(cluster.api_client(), threads=4)
+    controller = Controller(kube, workers=2, namespaces=[namespace], resync_period=3600)
+    controller.sweeper.settle = 0.1
+    yield controller
+    await controller.stop()
+    kube.close()
+
+
+async def _state(cluster: Cluster, namespace: str, name: str) -> str:
+    obj = await asyncio.to_thread(get, cluster, "agentspec", namespace, name)
+    return str(((obj or {}).get("status") or {}).get("state", ""))
+
+
+async def _until(cluster: Cluster, namespace: str, name: str, expected: str) -> None:
+    for _ in range(150):
+        if await _state(cluster, namespace, name) == expected:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{name} never reached {expected}")
+
+
+async def test_a_holder_deleted_unseen_is_swept_and_its_claimant_takes_over(
+    cluster: Cluster, namespace: str, unwatched: Controller
+) -> None:
+    apply_examples(cluster, namespace)
+    apply(cluster, namespace, agent("a", resources=[work(URI)]))
+    await prime(unwatched, [namespace])
+    unwatched.start()
+    unwatched.enqueue_all()
+    await _until(cluster, namespace, "a", "Working")
+
+    apply(cluster, namespace, agent("b", resources=[work(URI)]))
+    await prime(unwatched, [namespace])  # b becomes known (as a relist would make it)
+    unwatched.enqueue_all()
+    await _until(cluster, namespace, "b", "Waiting")
+
+    # The holder goes away for good while the controller is not watching.
+    patch = json.dumps({"metadata": {"finalizers": None}})
+    cluster.kubectl("patch", "agentspec", "a", "-n", namespace, "--type=merge", "-p", patch)
+    cluster.kubectl("delete", "agentspec", "a", "-n", namespace, "--wait=true")
+    await asyncio.sleep(0.5)
+    assert await _state(cluster, namespace, "b") == "Waiting"  # nothing told the controller
+
+    unwatched.relisted(api.AGENTS)  # what kopf's relist after a reconnect triggers
+    await _until(cluster, namespace, "b", "Working")
+    assert unwatched.registry.agent(f"{namespace}/a") is None
+    lease = get(cluster, "lease", namespace, hold_name(URI))
+    assert lease is not None
+    assert lease["spec"]["holderIdentity"] == f"{namespace}/b"
+
+
+async def test_the_sweep_lists_metadata_only_and_keeps_what_is_newer_than_the_listing(
+    cluster: Cluster, namespace: str, unwatched: Controller
+) -> None:
+    apply_examples(cluster, namespace)
+    await prime(unwatched, [namespace])
+    listed_rv, versions = await unwatched.api.list_versions(api.RESOURCES, namespace)
+    assert versions  # the examples' Resources, by key
+    assert all(key.startswith(f"{namespace}/") for key in versions)
+    assert int(listed_rv) >= max(int(v) for v in versions.values())
+    cluster.kubectl("delete", "resources.bindery.dev", "--all", "-n", namespace, "--wait=true")
+    assert await unwatched.sweeper.sweep(api.RESOURCES) == len(versions)
+    assert not unwatched.store.of(api.RESOURCES)
+    assert await unwatched.sweeper.sweep(api.RESOURCES) == 0
