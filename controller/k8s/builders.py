@@ -72,6 +72,11 @@ def work_hold(agent: AgentObject, uri: str) -> dict[str, Any]:
 
     The name is derived from the URI, so two agents claiming the same URI race for one name and
     the API server lets exactly one create win.
+
+    It has no owner reference on purpose: the garbage collector would delete it as soon as its
+    holder is deleted (at once under foreground deletion), possibly before the holder's delivered
+    bindings stop carrying the URI. The holder's finalizer releases it, after withdrawing it; a
+    hold whose holder was removed without that is reclaimed by the next claimant.
     """
     return {
         "apiVersion": "coordination.k8s.io/v1",
@@ -81,7 +86,6 @@ def work_hold(agent: AgentObject, uri: str) -> dict[str, Any]:
             "namespace": agent.meta.namespace,
             "labels": {MANAGED_BY: MANAGER, COMPONENT_LABEL: "work-hold"},
             "annotations": {URI_ANNOTATION: uri, HOLDER_UID_ANNOTATION: agent.meta.uid},
-            "ownerReferences": [owner_reference(agent)],
         },
         "spec": {"holderIdentity": agent.meta.key},
     }

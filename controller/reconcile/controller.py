@@ -44,7 +44,7 @@ class Controller:
         instance: str = "",
         session_service_account: str = "",
         namespaces: Sequence[str] = (),
-        resync_period: float = 60.0,
+        resync_period: float = 30.0,
     ) -> None:
         self.api = api
         self.instance = instance or f"bindery-{uuid.uuid4().hex[:8]}"
@@ -90,7 +90,7 @@ class Controller:
         self.sweeper = Sweeper(
             api,
             self.store,
-            lambda endpoint, body: self.observe(endpoint, body, deleted=True),
+            self.observe,
             kinds=[(e, "") for e in k8s_api.ENDPOINTS.values()]
             + [(e, OWNED_SELECTOR) for e in OWNED],
             namespaces=namespaces,

@@ -8,7 +8,9 @@ The sweep lists each kind (metadata only) and removes what the listing proves go
 absent from a listing taken at resourceVersion R, whose stored version is not newer than R.
 
 It runs shortly after kopf (re)lists a kind (which is what kopf does after every reconnect),
-and every ``period`` seconds as a backstop.
+and every ``period`` seconds as a backstop. The same listing shows changes whose events were
+lost (kopf stops watching a namespace it sees terminating, possibly before the agents in it are
+marked deleted): those objects are read again.
 """
 
 from __future__ import annotations
@@ -25,8 +27,22 @@ from controller.reconcile.store import Store, resource_version
 
 log = structlog.get_logger("bindery.resync")
 
-Vanished = Callable[[api.Endpoint, dict[str, Any]], None]
-"""Called with each stored body the sweep proves deleted."""
+Observe = Callable[[api.Endpoint, dict[str, Any], bool], None]
+"""``observe(endpoint, body, deleted)``: where the sweep's findings go (the intake)."""
+
+
+def missed(stored: dict[str, dict[str, Any]], listed: dict[str, str]) -> list[str]:
+    """Keys the listing shows at a version newer than the stored one, or not stored at all:
+    changes whose events were lost (a namespace kopf stopped watching while it terminates)."""
+    out = []
+    for key, rv in listed.items():
+        body = stored.get(key)
+        try:
+            if body is None or int(rv) > int(resource_version(body)):
+                out.append(key)
+        except ValueError:
+            continue
+    return out
 
 
 def vanished(
@@ -56,7 +72,7 @@ class Sweeper:
         self,
         kube: KubeApi,
         store: Store,
-        on_vanished: Vanished,
+        observe: Observe,
         *,
         kinds: Sequence[tuple[api.Endpoint, str]],
         namespaces: Sequence[str] = (),
@@ -65,7 +81,7 @@ class Sweeper:
     ) -> None:
         self.api = kube
         self.store = store
-        self.on_vanished = on_vanished
+        self.observe = observe
         self.kinds = list(kinds)
         """(endpoint, label selector) of every kind in the view."""
         self.namespaces = list(namespaces)
@@ -74,6 +90,8 @@ class Sweeper:
         self._soon: dict[api.Endpoint, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._loop: asyncio.Task[None] | None = None
+        self.max_reads = 500
+        """Objects read again per sweep at most (the watch delivers them too, in time)."""
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop().create_task(self._every_period())
@@ -116,16 +134,24 @@ class Sweeper:
             log.warning("sweep failed; will try again", kind=endpoint.plural, error=str(exc))
             return
         if gone:
-            log.info("forgot objects deleted while unwatched", kind=endpoint.plural, count=gone)
+            log.info("put right objects changed while unwatched", kind=endpoint.plural, count=gone)
 
     async def sweep(self, endpoint: api.Endpoint) -> int:
-        """List ``endpoint`` and forget what the listing proves deleted; how many."""
+        """List ``endpoint``; forget what the listing proves deleted and read again what it
+        shows changed unseen. How many objects were put right."""
         selector = dict(self.kinds).get(endpoint, "")
         scopes = self.namespaces if endpoint.namespaced and self.namespaces else [""]
         count = 0
         for namespace in scopes:
             list_rv, listed = await self.api.list_versions(endpoint, namespace, selector)
-            for body in vanished(self.store.of(endpoint), list_rv, listed, namespace):
-                self.on_vanished(endpoint, body)
+            stored = self.store.of(endpoint)
+            for body in vanished(stored, list_rv, listed, namespace):
+                self.observe(endpoint, body, True)
                 count += 1
+            for key in missed(stored, listed)[: self.max_reads]:
+                ns, _, name = key.rpartition("/")
+                found = await self.api.get(endpoint, ns, name)
+                if found is not None:
+                    self.observe(endpoint, found, False)
+                    count += 1
         return count

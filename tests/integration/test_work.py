@@ -304,3 +304,42 @@ def test_a_controller_killed_mid_handoff_converges_without_two_holders(
     wait_status(cluster, "agentspec", namespace, "b", state("Working"))
     wait_status(cluster, "agentspec", namespace, "a", ready)
     assert holder_of(cluster, namespace, URI) == f"{namespace}/b"
+
+
+def test_foreground_deletion_of_the_holder_never_frees_the_uri_early(
+    cluster: Cluster, namespace: str, controller: ControllerProcess, deliveries: DeliveryWatcher
+) -> None:
+    apply_examples(cluster, namespace)
+    apply(cluster, namespace, agent("a", resources=[work(URI)]))
+    wait_status(cluster, "agentspec", namespace, "a", state("Working"))
+    apply(cluster, namespace, agent("b", resources=[work(URI)]))
+    wait_status(cluster, "agentspec", namespace, "b", state("Waiting"))
+    # The garbage collector deletes A's dependents first; the hold is not one of them, so it
+    # goes only when A's finalizer has withdrawn the URI from A's bindings.
+    cluster.kubectl(
+        "delete", "agentspec", "a", "-n", namespace, "--cascade=foreground", "--wait=false"
+    )
+    wait_status(cluster, "agentspec", namespace, "b", state("Working"))
+    assert holder_of(cluster, namespace, URI) == f"{namespace}/b"
+    wait_for(
+        lambda: get(cluster, "agentspec", namespace, "a") is None,
+        timeout=30,
+        what="the holder to be gone",
+    )
+
+
+def test_deleting_the_namespace_completes_with_holds_in_it(
+    cluster: Cluster, namespace: str, controller: ControllerProcess, deliveries: DeliveryWatcher
+) -> None:
+    apply_examples(cluster, namespace)
+    apply(cluster, namespace, agent("a", resources=[work(URI)]))
+    wait_status(cluster, "agentspec", namespace, "a", state("Working"))
+    apply(cluster, namespace, agent("b", resources=[work(URI)]))
+    wait_status(cluster, "agentspec", namespace, "b", state("Waiting"))
+    cluster.kubectl("delete", "namespace", namespace, "--wait=false")
+    # The agents' finalizers are released by the controller; the namespace does not hang.
+    wait_for(
+        lambda: get(cluster, "namespace", "", namespace) is None,
+        timeout=90,
+        what=f"namespace {namespace} to be deleted",
+    )

@@ -22,7 +22,7 @@ from controller.domain.work import hold_name
 from controller.k8s import api
 from controller.k8s.api import ApiError, Endpoint
 from controller.reconcile import Controller
-from controller.reconcile.resync import vanished
+from controller.reconcile.resync import missed, vanished
 
 NS = "team"
 Body = dict[str, Any]
@@ -368,6 +368,11 @@ def test_a_listing_proves_deleted_only_what_it_could_have_seen() -> None:
     stored = {"ns/old": at(5), "ns/new": at(12), "ns/listed": at(3), "other/x": at(1)}
     gone = vanished(stored, "10", {"ns/listed": "3"}, namespace="ns")
     assert gone == [at(5)]  # created after the listing (12) or outside the scope: kept
+    # Listed newer than stored, or never stored: changes whose events were lost.
+    assert missed(stored, {"ns/listed": "4", "ns/new": "12", "ns/unseen": "2"}) == [
+        "ns/listed",
+        "ns/unseen",
+    ]
 
 
 async def test_a_claimant_never_waits_behind_an_agent_that_cannot_hold() -> None:

@@ -142,7 +142,15 @@ def test_builders_are_deterministic() -> None:
 # ------------------------------------------------------------------------------- common metadata
 
 
-OWNED = sorted(f for f in manifests() if f != "event.json")
+OWNED = sorted(f for f in manifests() if f not in ("event.json", "work_hold.json"))
+
+
+def test_a_work_hold_is_not_garbage_collected_with_its_holder() -> None:
+    # Foreground deletion of the holder would otherwise delete the hold before the holder's
+    # finalizer withdrew the URI from its delivered bindings.
+    hold = builders.work_hold(AGENT, WORK_URI)
+    assert "ownerReferences" not in hold["metadata"]
+    assert hold["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "bindery"
 
 
 @pytest.mark.parametrize("filename", OWNED)
