@@ -12,7 +12,7 @@ BINDERY := $(VENV)/bin/bindery
 STATE_DIR := .cache/cluster
 RUN_NAMESPACE ?= default
 
-.PHONY: help venv control-plane run cluster cluster-down test unit lint fmt bench e2e examples image helm-lint helm-crds clean
+.PHONY: help venv control-plane run cluster cluster-down test unit lint fmt bench e2e examples image helm-lint helm-crds argocd-values clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -80,6 +80,17 @@ helm-lint: control-plane ## lint the Helm chart strictly: standalone, HA and nam
 helm-crds: ## copy crds/ into the chart (a test keeps helm/bindery/crds identical)
 	rm -f helm/bindery/crds/*.yaml
 	cp crds/*.yaml helm/bindery/crds/
+
+ARGOCD := helm/bindery/argocd
+
+argocd-values: ## regenerate the Argo CD Helm values snippet from the shipped health.lua
+	@{ echo "# Values for the Argo CD Helm chart (argo-cd): Bindery's health checks in argocd-cm."; \
+	  echo "# Generated from health.lua by 'make argocd-values'; see docs/gitops.md."; \
+	  echo "configs:"; echo "  cm:"; \
+	  for kind in AgentSpec Tool Resource ResourceType; do \
+	    echo "    resource.customizations.health.bindery.dev_$$kind: |"; \
+	    sed -e 's/^/      /' -e 's/^ *$$//' $(ARGOCD)/health.lua; \
+	  done; } > $(ARGOCD)/argo-cd-values.yaml
 
 e2e: venv ## kind end-to-end (needs Docker and kind; skips with the reason otherwise)
 	$(PY) -m pytest -m e2e tests/e2e

@@ -3,8 +3,13 @@
 # kubectl, kwok, helm) from the Go module proxy into a cache outside the repository, keyed by
 # the pinned versions. Prints the bin directory on stdout; progress goes to stderr.
 #
-#   tools/build.sh            build what is missing, print the bin directory
-#   tools/build.sh --print    print the bin directory without building
+#   tools/build.sh                   build what is missing, print the bin directory
+#   tools/build.sh --print           print the bin directory without building
+#   tools/build.sh --kstatus         build (if missing) only the kstatus checker, print its path
+#   tools/build.sh --print-kstatus   print the kstatus checker's path without building
+#
+# The kstatus checker (tools/kstatus: what sigs.k8s.io/cli-utils' kstatus computes for an object)
+# has its own cache directory and key, so changing it never rebuilds the control plane.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -17,15 +22,40 @@ KWOK_VERSION="v0.8.0"
 key="$(cat "$here"/{etcd,helm,k8s,kwok}/go.mod "$here"/{etcd,helm,k8s,kwok}/go.sum | sha256sum | cut -c1-12)"
 cache_root="${BINDERY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/bindery}"
 bin="$cache_root/k8s-$K8S_VERSION-$key/bin"
+kstatus_key="$(cat "$here"/kstatus/{go.mod,go.sum,main.go} | sha256sum | cut -c1-12)"
+kstatus_bin="$cache_root/kstatus-$kstatus_key/bin"
 
-if [[ "${1:-}" == "--print" ]]; then
-  echo "$bin"
-  exit 0
-fi
+case "${1:-}" in
+  --print) echo "$bin"; exit 0 ;;
+  --print-kstatus) echo "$kstatus_bin/kstatus"; exit 0 ;;
+  --kstatus | "") ;;
+  *) echo "error: unknown argument ${1}; see the usage at the top of $0" >&2; exit 2 ;;
+esac
 
 if ! command -v go >/dev/null 2>&1; then
   echo "error: the Go toolchain is not on PATH; install Go >= 1.26 (it builds the local control plane)" >&2
   exit 1
+fi
+
+build_kstatus() { # under its own lock, so it never waits for (or holds up) a control-plane build
+  mkdir -p "$kstatus_bin"
+  (
+    flock 8
+    if [[ ! -x "$kstatus_bin/kstatus" ]]; then
+      echo "building kstatus from tools/kstatus (cached at $kstatus_bin) ..." >&2
+      start=$SECONDS
+      (cd "$here/kstatus" && CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-mod=mod \
+        go build -trimpath -ldflags "-s -w" -o "$kstatus_bin/.kstatus.$$.tmp" .)
+      mv "$kstatus_bin/.kstatus.$$.tmp" "$kstatus_bin/kstatus"
+      echo "built kstatus in $((SECONDS - start))s" >&2
+    fi
+  ) 8>"$kstatus_bin/.lock"
+}
+
+if [[ "${1:-}" == "--kstatus" ]]; then
+  build_kstatus
+  echo "$kstatus_bin/kstatus"
+  exit 0
 fi
 
 mkdir -p "$bin"
@@ -75,5 +105,6 @@ if [[ ! -s "$bin/kwok-stages.yaml" ]]; then
   mv "$bin/.kwok-stages.yaml.$$.tmp" "$bin/kwok-stages.yaml"
 fi
 build helm helm helm.sh/helm/v3/cmd/helm "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+build_kstatus
 
 echo "$bin"

@@ -43,7 +43,7 @@ from controller.domain.resolve import (
     static_resource_key,
     validate_tool_slots,
 )
-from controller.domain.results import AgentResolution, ToolValidation, TypeClosure
+from controller.domain.results import AgentResolution, Problem, ToolValidation, TypeClosure
 from controller.domain.types import TypeGraph
 
 _NONE: frozenset[str] = frozenset()
@@ -242,7 +242,7 @@ class Registry:
             self._validations[tool_key] = validation
         return validation
 
-    def validate_resource(self, resource_key: str) -> list[str]:
+    def validate_resource(self, resource_key: str) -> list[Problem]:
         """What is wrong with the Resource on its own. KeyError if unknown."""
         return resource_errors(self._resources[resource_key], self._types)
 

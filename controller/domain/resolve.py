@@ -44,6 +44,8 @@ from controller.domain.results import (
     BoundResource,
     Candidate,
     DirectResult,
+    ErrorCause,
+    Problem,
     SlotResult,
     ToolValidation,
 )
@@ -51,6 +53,8 @@ from controller.domain.types import TypeGraph
 
 _MODES = {mode.value: mode for mode in BindingMode}
 _BOUND = BindingState.BOUND
+_MISSING = ErrorCause.MISSING
+_CONFLICT = ErrorCause.CONFLICT
 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*(?=:)")
 """An RFC 3986 scheme at the start of a URI; matched as written (schemes are not case-folded)."""
@@ -227,13 +231,23 @@ class _SlotCall:
         resource: BoundResource | None = None,
         candidates: Sequence[Candidate] = (),
         message: str = "",
+        cause: ErrorCause | None = None,
     ) -> SlotResult:
         listed = list(candidates)
-        return _slot_result(self.tool, self.slot, state, resource, listed, message=message)
+        return _slot_result(
+            self.tool, self.slot, state, resource, listed, message=message, cause=cause
+        )
 
-    def error(self, problem: str, fix: str, candidates: Sequence[Candidate] = ()) -> SlotResult:
+    def error(
+        self,
+        problem: str,
+        fix: str,
+        candidates: Sequence[Candidate] = (),
+        *,
+        cause: ErrorCause = _CONFLICT,
+    ) -> SlotResult:
         message = _message(self.subject, problem, fix, candidates)
-        return self.result(BindingState.ERROR, candidates=candidates, message=message)
+        return self.result(BindingState.ERROR, candidates=candidates, message=message, cause=cause)
 
     def rejection(self, linked: _Linked) -> str:
         """Why ``linked`` cannot fill this slot ("" if it can)."""
@@ -246,10 +260,13 @@ class _SlotCall:
         wanted = self.slot.resource_type
         self.context.pairs.add((linked.resource.type, wanted))
         if wanted not in linked.stands_for:
+            # Unfit because its type is not registered yet: creating that type may fit it.
+            unknown = not linked.problem and linked.resource.type not in self.types
             return self.error(
                 f"{named_by} names a resource that cannot fill it",
                 _type_fix(self.types, [linked.resource.type], fix),
                 [linked.candidate(self.rejection(linked))],
+                cause=_MISSING if unknown else _CONFLICT,
             )
         chosen = linked.candidate(f"selected: named by {named_by}")
         return self.result(BindingState.BOUND, resource=linked.resource, candidates=[chosen])
@@ -263,6 +280,7 @@ def _slot_result(
     candidates: list[Candidate],
     *,
     message: str = "",
+    cause: ErrorCause | None = None,
 ) -> SlotResult:
     """A slot's result (``candidates`` is kept, not copied)."""
     return SlotResult.trusted(
@@ -277,6 +295,7 @@ def _slot_result(
             "resource": resource,
             "message": message,
             "candidates": candidates,
+            "cause": cause,
         }
     )
 
@@ -302,6 +321,7 @@ def _deferred(
             "resource": None,
             "message": _DEFERRED_NOTE,
             "candidates": [],
+            "cause": None,
         }
     )
 
@@ -312,6 +332,7 @@ def _unknown_slot_type(call: _SlotCall) -> SlotResult:
     return call.error(
         f"its resourceType {wanted!r} is not a registered ResourceType",
         f"create a ResourceType named {wanted!r}, or change the slot's resourceType",
+        cause=_MISSING,
     )
 
 
@@ -328,6 +349,7 @@ def _static(call: _SlotCall, tool_namespace: str, view: RegistryView) -> SlotRes
         return call.error(
             f"its staticResource {ref!r} names Resource {key}, which does not exist",
             "create that Resource, or point staticResource at an existing one",
+            cause=_MISSING,
         )
     fix = (
         f"point staticResource at a Resource of type {call.slot.resource_type!r} "
@@ -405,8 +427,13 @@ def _contextual(
         "spec.resourceSelector",
     )
     if call.slot.required:
+        # The Resource it needs is missing: one created later (selected by the agent, or
+        # registered under a direct binding's URI with a fitting type) fills it.
         return call.error(
-            problem, f"{fix}, or make the slot optional (required: false)", candidates
+            problem,
+            f"{fix}, or make the slot optional (required: false)",
+            candidates,
+            cause=_MISSING,
         )
     message = _message(call.subject, f"optional, and {problem}", fix, candidates)
     return call.result(BindingState.UNBOUND, candidates=candidates, message=message)
@@ -520,11 +547,13 @@ class _AgentResolver:
                     "state": BindingState.BOUND,
                     "resource": outcome,
                     "message": "",
+                    "cause": None,
                 }
             )
             return result, _Linked(outcome, names, self.types.stands_for(outcome.type))
         subject = f"agent {self.key}, direct binding {binding.name!r}"
-        message = _message(subject, *outcome)
+        problem, fix, cause = outcome
+        message = _message(subject, problem, fix)
         result = DirectResult.trusted(
             {
                 "name": name,
@@ -533,23 +562,26 @@ class _AgentResolver:
                 "state": BindingState.ERROR,
                 "resource": None,
                 "message": message,
+                "cause": cause,
             }
         )
         problem = f"its direct binding {binding.name!r} is in error"
         return result, _Linked(_as_tagged(binding), names, frozenset(), problem)
 
-    def _merge(self, binding: DirectBinding) -> BoundResource | tuple[str, str]:
+    def _merge(self, binding: DirectBinding) -> BoundResource | tuple[str, str, ErrorCause]:
         """The resource a direct binding stands for: the registered Resource with its URI (whose
         more precise type then stands, as it must be compatible with the tag), or else the URI
         with the tag as its type.
 
-        Returns what is wrong with the binding and how to fix it instead, when it cannot be bound.
+        Returns what is wrong with the binding, how to fix it and what clears it instead, when it
+        cannot be bound.
         """
         types = self.types
         if binding.tag not in types.names:
             return (
                 f"its tag {binding.tag!r} is not a registered ResourceType",
                 f"create a ResourceType named {binding.tag!r}, or change the tag",
+                _MISSING,
             )
         registered = self.view.resources_with_uri(self.namespace, binding.uri)
         if not registered:
@@ -560,6 +592,7 @@ class _AgentResolver:
                 f"its URI {binding.uri!r} is registered by {len(registered)} Resources ({keys}), "
                 "so which one it is is ambiguous",
                 "delete all but one of those Resources",
+                _CONFLICT,
             )
         resource = registered[0]
         self.pairs.add((resource.spec.type, binding.tag))
@@ -568,6 +601,7 @@ class _AgentResolver:
             return (
                 f"its URI {binding.uri!r} is Resource {resource.meta.key}, and its {reason}",
                 _type_fix(types, [resource.spec.type], "change the tag or the Resource's type"),
+                _MISSING if resource.spec.type not in types else _CONFLICT,
             )
         return _bound_resource(resource, alias=binding.name)
 
@@ -627,6 +661,7 @@ class _AgentResolver:
                 f"Resource in namespace {self.namespace!r}, a namespace/name, a uid, or the URI "
                 "of a Resource in the namespace or of a direct binding",
                 "set the parameter to one of those",
+                cause=_MISSING,
             )
         if len(found) > 1:
             return call.error(
@@ -694,23 +729,27 @@ def validate_tool_slots(tool: ToolObject, view: RegistryView) -> ToolValidation:
     return ToolValidation.trusted({"tool": key, "static_slots": results})
 
 
-def resource_errors(resource: ResourceObject, types: TypeGraph) -> list[str]:
+def resource_errors(resource: ResourceObject, types: TypeGraph) -> list[Problem]:
     """What is wrong with a Resource on its own: an unknown type, or a URI scheme it refuses."""
     subject, spec = f"Resource {resource.meta.key}", resource.spec
     rtype = types.get(spec.type)
     if rtype is None:
         fix = f"create a ResourceType named {spec.type!r}, or change spec.type"
-        return [_message(subject, f"its type {spec.type!r} is not a registered ResourceType", fix)]
+        problem = _message(subject, f"its type {spec.type!r} is not a registered ResourceType", fix)
+        return [Problem(problem, _MISSING)]
     allowed = rtype.spec.uri_schemes
     scheme = _SCHEME.match(spec.uri)
     if not allowed or (scheme is not None and scheme.group() in allowed):
         return []
     has = f"scheme {scheme.group()!r}" if scheme else "no scheme"
     return [
-        _message(
-            subject,
-            f"its URI {spec.uri!r} has {has}, but ResourceType {spec.type!r} accepts only "
-            + ", ".join(repr(s) for s in allowed),
-            "use a URI with one of those schemes, or change spec.type",
+        Problem(
+            _message(
+                subject,
+                f"its URI {spec.uri!r} has {has}, but ResourceType {spec.type!r} accepts only "
+                + ", ".join(repr(s) for s in allowed),
+                "use a URI with one of those schemes, or change spec.type",
+            ),
+            _CONFLICT,
         )
     ]

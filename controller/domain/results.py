@@ -30,6 +30,34 @@ class BindingState(StrEnum):
     ERROR = "Error"
 
 
+class ErrorCause(StrEnum):
+    """What it takes to clear an error, which decides how status reports it (kstatus).
+
+    The distinction is the one GitOps tools wait on: objects applied together arrive in any
+    order, so an error that the rest of the apply clears by itself must read as progress
+    (InProgress), and only an error a person must fix may read as a failure (Stalled).
+    """
+
+    MISSING = "Missing"
+    """An object it names does not exist (yet): creating it clears the error, without a change
+    to this object or to any other object's content (a missing Tool, Resource, ResourceType)."""
+    CONFLICT = "Conflict"
+    """Objects that exist disagree (a type incompatibility, an ambiguity) or a spec says
+    something impossible: a person must change this object or another object's content."""
+
+
+class Problem(str):
+    """An error message that also says what clears it: for error lists kept as plain strings
+    (a Resource's own errors), so they join, compare and print as the message does."""
+
+    cause: ErrorCause
+
+    def __new__(cls, message: str, cause: ErrorCause) -> Self:
+        made = super().__new__(cls, message)
+        made.cause = cause
+        return made
+
+
 class ResultModel(BaseModel):
     model_config = ConfigDict(frozen=True, alias_generator=to_camel, populate_by_name=True)
 
@@ -97,6 +125,8 @@ class DirectResult(ResultModel):
     state: BindingState
     resource: BoundResource | None = None
     message: str = ""
+    cause: ErrorCause | None = None
+    """What clears the error, when ``state`` is ``Error``; ``None`` otherwise."""
 
 
 class SlotResult(ResultModel):
@@ -112,6 +142,8 @@ class SlotResult(ResultModel):
     resource: BoundResource | None = None
     message: str = ""
     candidates: list[Candidate] = Field(default_factory=list)
+    cause: ErrorCause | None = None
+    """What clears the error, when ``state`` is ``Error``; ``None`` otherwise."""
 
 
 class AgentResolution(ResultModel):
@@ -137,6 +169,26 @@ class AgentResolution(ResultModel):
         return out
 
     @property
+    def conflicts(self) -> list[str]:
+        """The errors a person must fix (see :class:`ErrorCause`), in the order of ``errors``.
+
+        Every error not listed here waits for an object to be created; missing tools are such
+        errors. An error result without a cause counts as a conflict: reporting a failure that
+        the next apply would clear is the lesser harm than waiting forever on one it would not.
+        """
+        out = [
+            d.message
+            for d in self.direct
+            if d.state is BindingState.ERROR and d.cause is not ErrorCause.MISSING
+        ]
+        out += [
+            s.message
+            for s in self.slots
+            if s.state is BindingState.ERROR and s.cause is not ErrorCause.MISSING
+        ]
+        return out
+
+    @property
     def ok(self) -> bool:
         return not self.errors
 
@@ -150,6 +202,15 @@ class ToolValidation(ResultModel):
     @property
     def errors(self) -> list[str]:
         return [s.message for s in self.static_slots if s.state is BindingState.ERROR]
+
+    @property
+    def conflicts(self) -> list[str]:
+        """The errors a person must fix (see :meth:`AgentResolution.conflicts`)."""
+        return [
+            s.message
+            for s in self.static_slots
+            if s.state is BindingState.ERROR and s.cause is not ErrorCause.MISSING
+        ]
 
 
 class TypeClosure(ResultModel):

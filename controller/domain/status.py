@@ -4,10 +4,25 @@ Status is never accumulated: each pass computes it whole from the resolution, th
 and the observed session workload. The only thing carried over is a condition's
 ``lastTransitionTime`` while its status stays the same, so an unchanged world yields a
 byte-identical status and the reconciler writes nothing.
+
+Every kind carries the three conditions kstatus reads (``Ready``, ``Reconciling``, ``Stalled``),
+built by :func:`health_conditions` from one of three outcomes (the table in docs/design.md,
+"Status semantics"):
+
+- healthy: Ready=True;
+- waiting for something the next apply brings without a change to this object (a missing Tool,
+  Resource or ResourceType, a work hold another agent holds): Ready=False and Reconciling=True
+  with the same reason, so kstatus says InProgress and Flux keeps waiting;
+- needing a person to change this object or another's content (a type incompatibility, an
+  ambiguity, a parentTypes cycle, an invalid spec): Ready=False and Stalled=True, so kstatus says
+  Failed at once.
+
+Reconciling and Stalled are never both True: kstatus reads whichever comes first.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -18,12 +33,16 @@ from controller.domain.results import (
     AgentResolution,
     BindingState,
     BoundResource,
+    ErrorCause,
     ToolValidation,
     TypeClosure,
 )
 from controller.domain.work import Hold, WorkPlan, WorkState
 
 ERROR_STATE = "Error"
+
+MISSING_DEPENDENCY = "MissingDependency"
+"""The Ready (and Reconciling) reason of an object that waits for another one to be created."""
 
 
 def now_rfc3339() -> str:
@@ -52,6 +71,42 @@ def condition(
         "message": message,
         "observedGeneration": generation,
     }
+
+
+RECONCILED = "Reconciled"
+"""The reason of a Reconciling or Stalled condition that is False."""
+
+
+def health_conditions(
+    ready: dict[str, Any], *, progressing: bool = False, stalled: bool = False
+) -> list[dict[str, Any]]:
+    """``ready`` followed by the Reconciling and Stalled conditions that go with it.
+
+    A Ready=False condition is either ``progressing`` (Reconciling=True: the next apply can clear
+    it) or ``stalled`` (Stalled=True: a person must act), and the True one repeats Ready's reason
+    and message, which is what kstatus, Flux and Argo CD show. Stalled wins if both are asked.
+    """
+    generation = int(ready["observedGeneration"])
+    stalled = stalled and ready["status"] == "False"
+    progressing = progressing and ready["status"] == "False" and not stalled
+    reason, message = ready["reason"], ready["message"]
+    return [
+        ready,
+        condition(
+            "Reconciling",
+            progressing,
+            reason if progressing else RECONCILED,
+            message if progressing else "",
+            generation,
+        ),
+        condition(
+            "Stalled",
+            stalled,
+            reason if stalled else RECONCILED,
+            message if stalled else "",
+            generation,
+        ),
+    ]
 
 
 def merge_conditions(
@@ -171,9 +226,12 @@ def agent_status(
             if waiting_since:
                 work_status["since"] = waiting_since
 
-    waiting = work.state is WorkState.WAITING and not errors
-    if errors:
+    conflicts = resolution.conflicts
+    if conflicts:
+        # Every error is listed (the missing ones too): the message says all there is to fix.
         ready = condition("Ready", False, "BindingError", "; ".join(errors), generation)
+    elif errors:
+        ready = condition("Ready", False, MISSING_DEPENDENCY, "; ".join(errors), generation)
     elif work.state is WorkState.WAITING:
         who = work.waiting_for or "its release"
         ready = condition(
@@ -194,23 +252,7 @@ def agent_status(
             f"{config_map}",
             generation,
         )
-    conditions = [
-        ready,
-        condition(
-            "Reconciling",
-            waiting,
-            "WaitingForWork" if waiting else "Reconciled",
-            ready["message"] if waiting else "",
-            generation,
-        ),
-        condition(
-            "Stalled",
-            bool(errors),
-            "BindingError" if errors else "Reconciled",
-            ready["message"] if errors else "",
-            generation,
-        ),
-    ]
+    conditions = health_conditions(ready, progressing=True, stalled=bool(conflicts))
 
     status: dict[str, Any] = {
         "observedGeneration": generation,
@@ -272,17 +314,20 @@ def tool_status(
         }
         for s in validation.static_slots
     ]
-    ready = (
-        condition("Ready", False, "InvalidStaticSlot", "; ".join(errors), generation)
-        if errors
-        else condition("Ready", True, "Valid", f"{len(static)} static slot(s) valid", generation)
-    )
+    conflicts = validation.conflicts
+    if conflicts:
+        ready = condition("Ready", False, "InvalidStaticSlot", "; ".join(errors), generation)
+    elif errors:
+        ready = condition("Ready", False, MISSING_DEPENDENCY, "; ".join(errors), generation)
+    else:
+        ready = condition("Ready", True, "Valid", f"{len(static)} static slot(s) valid", generation)
+    conditions = health_conditions(ready, progressing=True, stalled=bool(conflicts))
     return {
         "observedGeneration": generation,
         "slotCount": len(tool.resource_slots),
         "staticSlotsValid": not errors,
         "staticSlots": static,
-        "conditions": merge_conditions(old.get("conditions"), [ready], now),
+        "conditions": merge_conditions(old.get("conditions"), conditions, now),
     }
 
 
@@ -313,10 +358,12 @@ def resource_type_status(
         ready = condition(
             "Ready", True, "Valid", f"{len(closure.ancestors)} ancestor type(s)", generation
         )
+    # A cycle needs a person to edit parentTypes; an unknown parent is created by a later apply.
+    conditions = health_conditions(ready, progressing=True, stalled=bool(closure.cycle))
     status: dict[str, Any] = {
         "observedGeneration": generation,
         "ancestors": list(closure.ancestors),
-        "conditions": merge_conditions(old.get("conditions"), [ready], now),
+        "conditions": merge_conditions(old.get("conditions"), conditions, now),
     }
     if closure.cycle:
         status["cycle"] = list(closure.cycle)
@@ -328,22 +375,27 @@ def resource_type_status(
 def resource_status(
     *,
     generation: int,
-    errors: list[str],
+    errors: Sequence[str],
     holder: Hold | None,
     old: dict[str, Any],
     now: str,
 ) -> dict[str, Any]:
-    ready = (
-        condition("Ready", False, "InvalidResource", "; ".join(errors), generation)
-        if errors
-        else condition(
+    """A Resource's status. ``errors`` that are :class:`~controller.domain.results.Problem` say
+    what clears them; any other string counts as one a person must fix."""
+    conflicts = [e for e in errors if getattr(e, "cause", None) is not ErrorCause.MISSING]
+    if conflicts:
+        ready = condition("Ready", False, "InvalidResource", "; ".join(errors), generation)
+    elif errors:
+        ready = condition("Ready", False, MISSING_DEPENDENCY, "; ".join(errors), generation)
+    else:
+        ready = condition(
             "Ready", True, "Valid", "the resource matches its type's contract", generation
         )
-    )
+    conditions = health_conditions(ready, progressing=True, stalled=bool(conflicts))
     status: dict[str, Any] = {
         "observedGeneration": generation,
         "valid": not errors,
-        "conditions": merge_conditions(old.get("conditions"), [ready], now),
+        "conditions": merge_conditions(old.get("conditions"), conditions, now),
     }
     if holder is not None:
         status["holder"] = {**_ref(holder.holder), "uid": holder.holder_uid}

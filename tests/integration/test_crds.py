@@ -754,10 +754,13 @@ def test_status_subresource(objects: Objects, kind: str) -> None:
     created = objects.create(body)
     try:
         assert created["metadata"]["generation"] == 1
+        # A new object reads as not yet observed (the schema default), so kstatus never
+        # computes Current for it before the controller has written its status.
+        assert created["status"] == {"observedGeneration": -1}
         # Status is ignored on create and on writes to the main resource.
         body_with_status = {"status": {"observedGeneration": 7}}
         after_main = objects.patch(kind, name, body_with_status)
-        assert "status" not in after_main
+        assert after_main["status"] == {"observedGeneration": -1}
         assert after_main["metadata"]["generation"] == 1
 
         # A status write is stored as written and does not bump generation.
@@ -841,19 +844,20 @@ def test_kubectl_get_bindery_and_columns(cluster: Cluster, objects: Objects) -> 
     )
 
     agents = cluster.kubectl("get", "agent", "-n", ns).stdout.splitlines()
-    assert agents[0].split() == ["NAME", "WORK", "STATE", "LAUNCH", "READY", "AGE"]
+    assert agents[0].split() == ["NAME", "WORK", "STATE", "LAUNCH", "READY", "REASON", "AGE"]
     assert agents[1].split()[:5] == ["a", "github-issue://example/p/1", "Working", "1/2", "True"]
 
     resources = cluster.kubectl("get", "bres", "-n", ns).stdout.splitlines()
-    assert resources[0].split() == ["NAME", "TYPE", "URI", "HOLDER", "AGE"]
+    assert resources[0].split() == ["NAME", "TYPE", "URI", "HOLDER", "READY", "REASON", "AGE"]
     assert resources[1].split()[:4] == ["r", "git-checkout", "git://example/repo", "a"]
 
     tools = cluster.kubectl("get", "btool", "-n", ns).stdout.splitlines()
-    assert tools[0].split() == ["NAME", "SLOTS", "READY", "AGE"]
+    assert tools[0].split() == ["NAME", "SLOTS", "READY", "REASON", "AGE"]
     assert tools[1].split()[:3] == ["t", "1", "False"]
 
     wide = cluster.kubectl("get", "agents", "-n", ns, "-o", "wide").stdout.splitlines()
     assert "BINDINGS" in wide[0].split()
+    assert "MESSAGE" in wide[0].split()
     assert "a-bindings" in wide[1].split()
 
 
@@ -863,7 +867,7 @@ def test_kubectl_resource_types_columns(cluster: Cluster, objects: Objects) -> N
     try:
         for short in ("rt", "rtype", "resourcetype", "resourcetypes.bindery.dev"):
             out = cluster.kubectl("get", short, name).stdout.splitlines()
-            assert out[0].split() == ["NAME", "PARENTS", "READY", "AGE"]
+            assert out[0].split() == ["NAME", "PARENTS", "READY", "REASON", "AGE"]
             assert out[1].split()[:2] == [name, '["git-checkout","fs-path"]']
         listed = cluster.kubectl("get", "bindery", "-A", "-o", "name").stdout.split()
         assert f"resourcetype.bindery.dev/{name}" in listed

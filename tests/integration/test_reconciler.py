@@ -62,7 +62,10 @@ def test_a_late_resource_type_repairs_the_agents_that_need_it(
     apply(cluster, namespace, agent("a", resources=[{"name": "doc", "tag": late, "uri": "x://1"}]))
     broken = wait_status(cluster, "agentspec", namespace, "a", state("Error"))
     assert late in condition(broken, "Ready")["message"]
-    assert condition(broken, "Stalled")["status"] == "True"
+    # A missing type is something a later apply brings: progress (kstatus InProgress), not Stalled.
+    assert condition(broken, "Ready")["reason"] == "MissingDependency"
+    assert condition(broken, "Reconciling")["status"] == "True"
+    assert condition(broken, "Stalled")["status"] == "False"
 
     cluster.kubectl(
         "apply",
@@ -217,8 +220,9 @@ def test_a_broken_tool_is_reported_and_repaired(
         "tool",
         namespace,
         "pinned",
-        lambda o: condition(o, "Ready").get("reason") == "InvalidStaticSlot",
+        lambda o: condition(o, "Ready").get("reason") == "MissingDependency",
     )
+    assert condition(bad_tool, "Reconciling")["status"] == "True"
     assert "missing-dir" in condition(bad_tool, "Ready")["message"]
     assert bad_tool["status"]["staticSlotsValid"] is False
     bad_agent = wait_status(cluster, "agentspec", namespace, "user", state("Error"))

@@ -11,6 +11,7 @@ a size limit on every list, map and string a user writes.
 from __future__ import annotations
 
 import enum
+import re
 import types
 from collections.abc import Iterator
 from pathlib import Path
@@ -259,22 +260,27 @@ PRINTER_COLUMNS = {
         "State": ".status.state",
         "Launch": ".status.launch",
         "Ready": '.status.conditions[?(@.type=="Ready")].status',
+        "Reason": '.status.conditions[?(@.type=="Ready")].reason',
         "Age": ".metadata.creationTimestamp",
     },
     "Resource": {
         "Type": ".spec.type",
         "URI": ".spec.uri",
         "Holder": ".status.holder.name",
+        "Ready": '.status.conditions[?(@.type=="Ready")].status',
+        "Reason": '.status.conditions[?(@.type=="Ready")].reason',
         "Age": ".metadata.creationTimestamp",
     },
     "Tool": {
         "Slots": ".status.slotCount",
         "Ready": '.status.conditions[?(@.type=="Ready")].status',
+        "Reason": '.status.conditions[?(@.type=="Ready")].reason',
         "Age": ".metadata.creationTimestamp",
     },
     "ResourceType": {
         "Parents": ".spec.parentTypes",
         "Ready": '.status.conditions[?(@.type=="Ready")].status',
+        "Reason": '.status.conditions[?(@.type=="Ready")].reason',
         "Age": ".metadata.creationTimestamp",
     },
 }
@@ -305,8 +311,26 @@ def test_printer_columns(kind: str) -> None:
         assert column.get("description") or column["name"] == "Age"
         if column["jsonPath"].startswith(".metadata"):
             continue
-        path = column["jsonPath"].replace('[?(@.type=="Ready")].status', "[].status")
+        path = re.sub(r'\[\?\(@\.type=="Ready"\)\]', "[]", column["jsonPath"])
         assert _resolve(schema, path) is not None, f"{kind} column {column['name']}: no such field"
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_the_ready_message_is_a_wide_column(kind: str) -> None:
+    """``kubectl get -o wide`` shows why an object is not Ready (the default view its reason)."""
+    (version,) = load_crd(kind)["spec"]["versions"]
+    wide = {c["name"]: c for c in version["additionalPrinterColumns"] if c.get("priority")}
+    assert wide["Message"]["jsonPath"] == '.status.conditions[?(@.type=="Ready")].message'
+    assert wide["Message"]["priority"] == 1
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_status_defaults_to_not_yet_observed(kind: str) -> None:
+    """A new object's status reads ``observedGeneration: -1`` until the controller writes it, so
+    kstatus never computes Current for an object the controller has not seen."""
+    status = root_schema(load_crd(kind))["properties"]["status"]
+    assert status["default"] == {"observedGeneration": -1}
+    assert status["properties"]["observedGeneration"]["minimum"] == -1
 
 
 def _walk(schema: dict[str, Any], path: str) -> Iterator[tuple[str, dict[str, Any]]]:

@@ -25,7 +25,7 @@ from controller.domain.models import (
     ToolObject,
 )
 from controller.domain.registry import Affected, Registry
-from controller.domain.results import AgentResolution, ToolValidation, TypeClosure
+from controller.domain.results import AgentResolution, Problem, ToolValidation, TypeClosure
 from controller.domain.types import TypeGraph
 from tests.unit.domain_objects import (
     Object,
@@ -179,7 +179,7 @@ class Results:
 
     agents: dict[str, AgentResolution]
     tools: dict[str, ToolValidation]
-    resources: dict[str, list[str]]
+    resources: dict[str, list[Problem]]
     types: dict[str, TypeClosure]
 
 

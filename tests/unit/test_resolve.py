@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from controller.domain.label_selectors import matches
@@ -11,6 +13,7 @@ from controller.domain.results import (
     BindingState,
     BoundResource,
     DirectResult,
+    ErrorCause,
     ResultModel,
     SlotResult,
 )
@@ -738,3 +741,139 @@ def test_results_are_what_validating_their_values_gives_and_dump_in_field_order(
             validated.model_dump(mode="json", by_alias=True).items()
         )
         assert result.model_fields_set == set(type(result).model_fields)
+
+
+# --------------------------------------------------------------------------------------------
+# What clears an error: an object created later (Missing) or a person's change (Conflict)
+
+MISSING, CONFLICT = ErrorCause.MISSING, ErrorCause.CONFLICT
+
+
+def _direct(*objects: Object) -> DirectResult:
+    (result,) = registry_of(*TYPES, *objects).resolve("a/dev").direct
+    return result
+
+
+def _static(*objects: Object) -> SlotResult:
+    (result,) = registry_of(*TYPES, *objects).validate_tool("a/cfg").static_slots
+    return result
+
+
+@pytest.mark.parametrize(
+    ("result", "cause"),
+    [
+        pytest.param(
+            lambda: contextual(selecting(("work", "issue", "gh://1"))),
+            MISSING,
+            id="contextual: nothing compatible linked",
+        ),
+        pytest.param(
+            lambda: contextual(
+                selecting(("src", "git-checkout", "git://d")),
+                labelled("other", "fs-directory", "git://2", alias="o"),
+            ),
+            CONFLICT,
+            id="contextual: several compatible, none named like the slot",
+        ),
+        pytest.param(
+            lambda: only_slot(
+                registry_of(*TYPES, tool("a/git", slot("repo", "ghost")), selecting())
+            ),
+            MISSING,
+            id="slot: resourceType not registered",
+        ),
+        pytest.param(
+            lambda: _direct(agent("a/dev", bindings=[("work", "ticket", "gh://1")])),
+            MISSING,
+            id="direct: tag not registered",
+        ),
+        pytest.param(
+            lambda: _direct(
+                agent("a/dev", bindings=[("work", "git-checkout", "gh://1")]),
+                resource("a/issue-1", "issue", "gh://1"),
+            ),
+            CONFLICT,
+            id="direct: registered Resource of an incompatible type",
+        ),
+        pytest.param(
+            lambda: _direct(
+                agent("a/dev", bindings=[("work", "issue", "gh://1")]),
+                resource("a/issue-1", "bug", "gh://1"),
+            ),
+            MISSING,
+            id="direct: registered Resource of an unregistered type",
+        ),
+        pytest.param(
+            lambda: _direct(
+                agent("a/dev", bindings=[("work", "issue", "gh://1")]),
+                resource("a/one", "issue", "gh://1"),
+                resource("a/two", "issue", "gh://1"),
+            ),
+            CONFLICT,
+            id="direct: URI registered twice",
+        ),
+        pytest.param(lambda: _static(STATIC), MISSING, id="static: Resource missing"),
+        pytest.param(
+            lambda: _static(STATIC, resource("a/shared", "issue", "gh://1")),
+            CONFLICT,
+            id="static: Resource of an incompatible type",
+        ),
+        pytest.param(
+            lambda: _static(STATIC, resource("a/shared", "bug", "gh://1")),
+            MISSING,
+            id="static: Resource of an unregistered type",
+        ),
+        pytest.param(
+            lambda: _static(tool("a/cfg", slot("config", "vcs", "static"))),
+            CONFLICT,
+            id="static: no staticResource",
+        ),
+        pytest.param(lambda: parameter("nope", TARGET), MISSING, id="parameter: names nothing"),
+        pytest.param(
+            lambda: parameter("file:///t", TARGET, resource("a/twin", "fs-directory", "file:///t")),
+            CONFLICT,
+            id="parameter: URI of two resources",
+        ),
+        pytest.param(
+            lambda: parameter("bug", resource("a/bug", "issue", "gh://1")),
+            CONFLICT,
+            id="parameter: incompatible resource",
+        ),
+    ],
+)
+def test_each_error_says_what_clears_it(
+    result: Callable[[], SlotResult | DirectResult], cause: ErrorCause
+) -> None:
+    got = result()
+    assert got.state is BindingState.ERROR
+    assert got.cause is cause
+
+
+def test_results_that_are_not_errors_have_no_cause() -> None:
+    assert contextual(selecting(("repo", "git-checkout", "git://d"))).cause is None
+    assert parameter(None).cause is None
+    assert _direct(agent("a/dev", bindings=[("work", "issue", "gh://1")])).cause is None
+
+
+def test_an_agent_lists_as_conflicts_only_what_a_person_must_fix() -> None:
+    registry = registry_of(
+        *TYPES,
+        STATIC,
+        resource("a/shared", "issue", "gh://1"),
+        agent("a/dev", bindings=[("doc", "ticket", "x://1")], tools=["cfg", "nope"]),
+    )
+    resolution = registry.resolve("a/dev")
+    assert len(resolution.errors) == 3  # the tag, the static slot, the missing tool
+    assert resolution.conflicts == [resolution.slots[0].message]
+    assert registry.validate_tool("a/cfg").conflicts == registry.validate_tool("a/cfg").errors
+
+
+def test_a_resources_own_errors_say_what_clears_them() -> None:
+    registry = registry_of(
+        rtype("issue", schemes=["gh"]),
+        resource("a/untyped", "ghost", "x://1"),
+        resource("a/bad", "issue", "https://x"),
+    )
+    (untyped,) = registry.validate_resource("a/untyped")
+    (bad,) = registry.validate_resource("a/bad")
+    assert (untyped.cause, bad.cause) == (MISSING, CONFLICT)

@@ -26,6 +26,8 @@ from controller.domain.results import (
     BoundResource,
     Candidate,
     DirectResult,
+    ErrorCause,
+    Problem,
     SlotResult,
     ToolValidation,
     TypeClosure,
@@ -36,6 +38,7 @@ from controller.domain.status import (
     SessionView,
     agent_status,
     condition,
+    health_conditions,
     merge_conditions,
     now_rfc3339,
     resource_status,
@@ -719,3 +722,119 @@ def test_resource_status_invalid_without_holder() -> None:
 def test_resource_status_is_idempotent() -> None:
     first = resource_status(generation=1, errors=["x"], holder=HOLD, old={}, now=T0)
     assert resource_status(generation=1, errors=["x"], holder=HOLD, old=first, now=T1) == first
+
+
+# ------------------------------------------------------------------------------- kstatus rule
+
+
+def _missing_slot() -> SlotResult:
+    return SlotResult(
+        tool="notes",
+        slot="dir",
+        mode=BindingMode.STATIC,
+        access=Access.READ_ONLY,
+        resource_type="fs-directory",
+        state=BindingState.ERROR,
+        message="agent team/alice, tool 'notes', slot 'dir': Resource team/dir does not exist",
+        cause=ErrorCause.MISSING,
+    )
+
+
+def test_an_agent_missing_only_objects_is_reconciling_not_stalled() -> None:
+    res = resolution().model_copy(update={"slots": [_missing_slot()], "missing_tools": ["ghost"]})
+    s = status_for(WAITING, res=res, waiting_since=T1)
+    assert s["state"] == ERROR_STATE  # STATE still says the bindings are in error
+    ready = cond(s["conditions"], "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "MissingDependency")
+    assert "does not exist" in ready["message"]
+    assert "tool 'ghost'" in ready["message"]
+    reconciling = cond(s["conditions"], "Reconciling")
+    assert (reconciling["status"], reconciling["reason"]) == ("True", "MissingDependency")
+    assert reconciling["message"] == ready["message"]
+    stalled = cond(s["conditions"], "Stalled")
+    assert (stalled["status"], stalled["reason"], stalled["message"]) == ("False", "Reconciled", "")
+
+
+def test_one_conflict_among_missing_objects_stalls_the_agent_and_lists_everything() -> None:
+    res = resolution(error=True)
+    res = res.model_copy(update={"slots": [*res.slots, _missing_slot()]})
+    s = status_for(IDLE, res=res)
+    ready = cond(s["conditions"], "Ready")
+    assert ready["reason"] == "BindingError"
+    assert "no such Resource" in ready["message"]
+    assert "does not exist" in ready["message"]
+    assert cond(s["conditions"], "Stalled")["status"] == "True"
+    assert cond(s["conditions"], "Reconciling")["status"] == "False"
+
+
+def test_a_tool_whose_static_resource_is_missing_is_reconciling() -> None:
+    missing = _static(BindingState.ERROR, "Resource team/etc does not exist").model_copy(
+        update={"cause": ErrorCause.MISSING}
+    )
+    v = ToolValidation(tool="team/git", static_slots=[missing])
+    s = tool_status(generation=2, tool=TOOL, validation=v, old={}, now=T0)
+    assert s["staticSlotsValid"] is False
+    assert cond(s["conditions"], "Ready")["reason"] == "MissingDependency"
+    assert cond(s["conditions"], "Reconciling")["status"] == "True"
+    assert cond(s["conditions"], "Stalled")["status"] == "False"
+
+
+def test_a_tool_with_an_incompatible_static_resource_is_stalled() -> None:
+    wrong = _static(BindingState.ERROR, "type 'issue' cannot fill it").model_copy(
+        update={"cause": ErrorCause.CONFLICT}
+    )
+    v = ToolValidation(tool="team/git", static_slots=[wrong])
+    s = tool_status(generation=2, tool=TOOL, validation=v, old={}, now=T0)
+    assert cond(s["conditions"], "Ready")["reason"] == "InvalidStaticSlot"
+    assert cond(s["conditions"], "Stalled")["status"] == "True"
+    assert cond(s["conditions"], "Reconciling")["status"] == "False"
+
+
+def test_a_type_cycle_stalls_and_an_unknown_parent_reconciles() -> None:
+    cycle = resource_type_status(
+        generation=1, closure=TypeClosure(name="a", cycle=["a", "a"]), old={}, now=T0
+    )
+    assert cond(cycle["conditions"], "Stalled")["reason"] == "ParentCycle"
+    assert cond(cycle["conditions"], "Reconciling")["status"] == "False"
+    orphan = resource_type_status(
+        generation=1, closure=TypeClosure(name="a", unknown_parents=["ghost"]), old={}, now=T0
+    )
+    assert cond(orphan["conditions"], "Reconciling")["reason"] == "UnknownParentType"
+    assert cond(orphan["conditions"], "Stalled")["status"] == "False"
+
+
+def test_a_resource_whose_type_is_missing_reconciles_and_a_refused_scheme_stalls() -> None:
+    missing = resource_status(
+        generation=1,
+        errors=[Problem("type 'ghost' is not registered", ErrorCause.MISSING)],
+        holder=None,
+        old={},
+        now=T0,
+    )
+    assert cond(missing["conditions"], "Ready")["reason"] == "MissingDependency"
+    assert cond(missing["conditions"], "Reconciling")["status"] == "True"
+    refused = resource_status(
+        generation=1,
+        errors=[Problem("scheme 'https' refused", ErrorCause.CONFLICT)],
+        holder=None,
+        old={},
+        now=T0,
+    )
+    assert cond(refused["conditions"], "Ready")["reason"] == "InvalidResource"
+    assert cond(refused["conditions"], "Stalled")["status"] == "True"
+
+
+@pytest.mark.parametrize(("progressing", "stalled"), [(True, True), (True, False), (False, True)])
+def test_health_conditions_are_never_both_true_and_never_on_a_ready_object(
+    progressing: bool, stalled: bool
+) -> None:
+    not_ready = condition("Ready", False, "Why", "what to do", 4)
+    got = {
+        c["type"]: c for c in health_conditions(not_ready, progressing=progressing, stalled=stalled)
+    }
+    assert got["Stalled"]["status"] == ("True" if stalled else "False")
+    assert got["Reconciling"]["status"] == ("True" if progressing and not stalled else "False")
+    assert all(c["observedGeneration"] == 4 for c in got.values())
+    ready = condition("Ready", True, "Valid", "", 4)
+    flags = health_conditions(ready, progressing=progressing, stalled=stalled)[1:]
+    assert [(c["status"], c["reason"]) for c in flags] == [("False", "Reconciled")] * 2

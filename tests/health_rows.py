@@ -1,0 +1,232 @@
+"""The status semantics table (docs/design.md, "Status semantics") as data: one row per situation
+of each kind, with the status the controller writes in it and what kstatus and Argo CD make of it.
+
+Statuses come from the real builders (``controller.domain.status`` and the reconciler's invalid
+spec status), so the unit tests check the builders and the shipped Argo CD script against the
+table, and the kstatus tests run the real kstatus on the very same objects. The rows on a
+session's health (item 1 of the issue on status) are written out as the contract that work must
+meet; the Argo CD script and kstatus already read them by the generic rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from controller.domain.models import Access, BindingMode, ToolSpec
+from controller.domain.results import (
+    AgentResolution,
+    BindingState,
+    ErrorCause,
+    Problem,
+    SlotResult,
+    ToolValidation,
+    TypeClosure,
+)
+from controller.domain.status import (
+    agent_status,
+    condition,
+    health_conditions,
+    resource_status,
+    resource_type_status,
+    tool_status,
+)
+from controller.domain.work import WorkPlan, WorkState
+from controller.reconciler import _invalid_status
+
+NOW = "2024-01-01T00:00:00Z"
+GENERATION = 3
+AGENT = "team/alice"
+KIND_PLURALS = {
+    "AgentSpec": "agentspecs",
+    "Tool": "tools",
+    "Resource": "resources",
+    "ResourceType": "resourcetypes",
+}
+
+
+@dataclass(frozen=True)
+class Row:
+    kind: str
+    situation: str
+    status: dict[str, Any] | None
+    """The object's whole ``status`` (None: none at all)."""
+    ready: str | None
+    """Ready's status ("True"/"False"), or None where there is no Ready condition."""
+    reason: str | None
+    reconciling: bool
+    stalled: bool
+    kstatus: str
+    argo: str
+    generation: int = GENERATION
+    deleting: bool = False
+
+    @property
+    def id(self) -> str:
+        return f"{self.kind}: {self.situation}"
+
+    def object(self) -> dict[str, Any]:
+        """The object as the API server would return it."""
+        namespaced = self.kind != "ResourceType"
+        metadata: dict[str, Any] = {"name": "x", "generation": self.generation, "uid": "u-1"}
+        if namespaced:
+            metadata["namespace"] = "team"
+        if self.deleting:
+            metadata["deletionTimestamp"] = NOW
+            metadata["finalizers"] = ["bindery.dev/work-hold"]
+        obj: dict[str, Any] = {
+            "apiVersion": "bindery.dev/v1alpha1",
+            "kind": self.kind,
+            "metadata": metadata,
+            "spec": {},
+        }
+        if self.status is not None:
+            obj["status"] = self.status
+        return obj
+
+
+def _slot(state: BindingState, cause: ErrorCause | None = None) -> SlotResult:
+    return SlotResult(
+        tool="git",
+        slot="config",
+        mode=BindingMode.STATIC,
+        access=Access.READ_ONLY,
+        resource_type="fs-directory",
+        state=state,
+        message=f"slot 'config': {cause or 'bound'}",
+        cause=cause,
+    )
+
+
+def _agent(
+    *,
+    slots: list[SlotResult] | None = None,
+    missing_tools: list[str] | None = None,
+    work: WorkPlan | None = None,
+) -> dict[str, Any]:
+    return agent_status(
+        generation=GENERATION,
+        resolution=AgentResolution(
+            agent=AGENT, slots=slots or [], missing_tools=missing_tools or []
+        ),
+        work=work or WorkPlan(state=WorkState.IDLE),
+        waiting_since=NOW if work is not None and work.state is WorkState.WAITING else "",
+        config_map="alice-bindings",
+        session=None,
+        old={},
+        now=NOW,
+    )
+
+
+def _session(ready: dict[str, Any], *, stalled: bool) -> dict[str, Any]:
+    """An agent status whose session is not running (the session-health contract)."""
+    status = _agent()
+    status["conditions"] = health_conditions(ready, progressing=True, stalled=stalled)
+    return status
+
+
+_TOOL = ToolSpec.model_validate(
+    {
+        "resourceSlots": [
+            {
+                "name": "config",
+                "resourceType": "fs-directory",
+                "binding": "static",
+                "staticResource": "etc",
+            }
+        ]
+    }
+)
+
+
+def _tool(state: BindingState, cause: ErrorCause | None = None) -> dict[str, Any]:
+    validation = ToolValidation(tool="team/git", static_slots=[_slot(state, cause)])
+    return tool_status(generation=GENERATION, tool=_TOOL, validation=validation, old={}, now=NOW)
+
+
+def _resource(*errors: str) -> dict[str, Any]:
+    return resource_status(generation=GENERATION, errors=list(errors), holder=None, old={}, now=NOW)
+
+
+def _type(closure: TypeClosure) -> dict[str, Any]:
+    return resource_type_status(generation=GENERATION, closure=closure, old={}, now=NOW)
+
+
+_NOT_OBSERVED = {"observedGeneration": -1}  # the CRD default: what a new object reads
+_MISSING, _CONFLICT = ErrorCause.MISSING, ErrorCause.CONFLICT
+
+
+def _common(kind: str, healthy: dict[str, Any], reason: str) -> list[Row]:
+    """The rows every kind shares: not yet seen, a stale status, being deleted, invalid spec."""
+    stale = {**healthy, "observedGeneration": GENERATION - 1}
+    invalid = _invalid_status(GENERATION, "spec.x: not valid; fix spec.x", {})
+    return [
+        Row(kind, "not yet seen by the controller", _NOT_OBSERVED, None, None,
+            False, False, "InProgress", "Progressing", generation=1),
+        Row(kind, "no status at all (a CRD without the default)", None, None, None,
+            False, False, "Current", "Progressing", generation=1),
+        Row(kind, "spec changed, not yet reconciled", stale, "True", reason,
+            False, False, "InProgress", "Progressing"),
+        Row(kind, "invalid spec", invalid, "False", "InvalidSpec",
+            False, True, "Failed", "Degraded"),
+        Row(kind, "being deleted", healthy, "True", reason,
+            False, False, "Terminating", "Progressing", deleting=True),
+    ]  # fmt: skip
+
+
+def rows() -> list[Row]:
+    bound = _slot(BindingState.BOUND)
+    waiting = WorkPlan(state=WorkState.WAITING, uri="x://1", waiting_for="team/bob")
+    healthy_agent = _agent(slots=[bound])
+    starting = condition("Ready", False, "SessionStarting", "the session pod is starting", 3)
+    refused = condition(
+        "Ready", False, "SessionFailedCreate", "pods violate PodSecurity restricted", 3
+    )
+    unresolved = TypeClosure(name="x", unknown_parents=["ghost"])
+    return [
+        # AgentSpec
+        Row("AgentSpec", "bindings delivered", healthy_agent, "True", "BindingsDelivered",
+            False, False, "Current", "Healthy"),
+        Row("AgentSpec", "missing Tool", _agent(missing_tools=["ghost"]), "False",
+            "MissingDependency", True, False, "InProgress", "Progressing"),
+        Row("AgentSpec", "missing Resource or ResourceType",
+            _agent(slots=[_slot(BindingState.ERROR, _MISSING)]), "False", "MissingDependency",
+            True, False, "InProgress", "Progressing"),
+        Row("AgentSpec", "waiting for a work hold", _agent(work=waiting), "False",
+            "WaitingForWork", True, False, "InProgress", "Progressing"),
+        Row("AgentSpec", "type incompatibility or ambiguity",
+            _agent(slots=[_slot(BindingState.ERROR, _CONFLICT)]), "False", "BindingError",
+            False, True, "Failed", "Degraded"),
+        Row("AgentSpec", "a conflict and a missing object", _agent(
+            slots=[_slot(BindingState.ERROR, _CONFLICT)], missing_tools=["ghost"]), "False",
+            "BindingError", False, True, "Failed", "Degraded"),
+        Row("AgentSpec", "session starting (contract)", _session(starting, stalled=False),
+            "False", "SessionStarting", True, False, "InProgress", "Progressing"),
+        Row("AgentSpec", "session refused by policy (contract)", _session(refused, stalled=True),
+            "False", "SessionFailedCreate", False, True, "Failed", "Degraded"),
+        *_common("AgentSpec", healthy_agent, "BindingsDelivered"),
+        # Tool
+        Row("Tool", "static slots valid", _tool(BindingState.BOUND), "True", "Valid",
+            False, False, "Current", "Healthy"),
+        Row("Tool", "staticResource or slot type missing", _tool(BindingState.ERROR, _MISSING),
+            "False", "MissingDependency", True, False, "InProgress", "Progressing"),
+        Row("Tool", "staticResource of an incompatible type",
+            _tool(BindingState.ERROR, _CONFLICT), "False", "InvalidStaticSlot",
+            False, True, "Failed", "Degraded"),
+        *_common("Tool", _tool(BindingState.BOUND), "Valid"),
+        # Resource
+        Row("Resource", "valid", _resource(), "True", "Valid", False, False, "Current", "Healthy"),
+        Row("Resource", "type missing", _resource(Problem("no type 'x'", _MISSING)), "False",
+            "MissingDependency", True, False, "InProgress", "Progressing"),
+        Row("Resource", "URI scheme its type refuses", _resource(Problem("bad", _CONFLICT)),
+            "False", "InvalidResource", False, True, "Failed", "Degraded"),
+        *_common("Resource", _resource(), "Valid"),
+        # ResourceType
+        Row("ResourceType", "valid", _type(TypeClosure(name="x")), "True", "Valid",
+            False, False, "Current", "Healthy"),
+        Row("ResourceType", "parent type missing", _type(unresolved), "False",
+            "UnknownParentType", True, False, "InProgress", "Progressing"),
+        Row("ResourceType", "parentTypes cycle", _type(TypeClosure(name="x", cycle=["x", "x"])),
+            "False", "ParentCycle", False, True, "Failed", "Degraded"),
+        *_common("ResourceType", _type(TypeClosure(name="x")), "Valid"),
+    ]  # fmt: skip
