@@ -27,12 +27,12 @@ from controller.domain.status import (
     agent_status,
     condition,
     health_conditions,
+    invalid_status,
     resource_status,
     resource_type_status,
     tool_status,
 )
 from controller.domain.work import WorkPlan, WorkState
-from controller.reconciler import _invalid_status
 
 NOW = "2024-01-01T00:00:00Z"
 GENERATION = 3
@@ -159,7 +159,7 @@ _MISSING, _CONFLICT = ErrorCause.MISSING, ErrorCause.CONFLICT
 def _common(kind: str, healthy: dict[str, Any], reason: str) -> list[Row]:
     """The rows every kind shares: not yet seen, a stale status, being deleted, invalid spec."""
     stale = {**healthy, "observedGeneration": GENERATION - 1}
-    invalid = _invalid_status(GENERATION, "spec.x: not valid; fix spec.x", {})
+    invalid = invalid_status(GENERATION, "spec.x: not valid; fix spec.x", {}, NOW)
     return [
         Row(kind, "not yet seen by the controller", _NOT_OBSERVED, None, None,
             False, False, "InProgress", "Progressing", generation=1),

@@ -409,10 +409,9 @@ def invalid_status(
     generation: int, error: str, old: dict[str, Any], now: str, *, state: bool = False
 ) -> dict[str, Any]:
     """The status of an object whose spec the models reject: not Ready, Stalled on the spec."""
-    conditions = [
-        condition("Ready", False, "InvalidSpec", error, generation),
-        condition("Stalled", True, "InvalidSpec", error, generation),
-    ]
+    conditions = health_conditions(
+        condition("Ready", False, "InvalidSpec", error, generation), stalled=True
+    )
     new: dict[str, Any] = {
         "observedGeneration": generation,
         "conditions": merge_conditions(old.get("conditions"), conditions, now),
@@ -456,10 +455,26 @@ class Note:
     warning: bool = False
 
 
+def _stalled(st: dict[str, Any]) -> bool:
+    return any(
+        c.get("type") == "Stalled" and c.get("status") == "True" for c in st.get("conditions") or []
+    )
+
+
+def _news(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Whether the Ready condition says something new: another status or reason, or, while not
+    Ready, another message (``kubectl describe`` then shows why it is not Ready *now*)."""
+    before, after = ready_condition(old), ready_condition(new)
+    if (before.get("status"), before.get("reason")) != (after.get("status"), after.get("reason")):
+        return True
+    return after.get("status") != "True" and before.get("message") != after.get("message")
+
+
 def agent_events(
     old: dict[str, Any], new: dict[str, Any], launched: LaunchAction | None
 ) -> list[Note]:
-    """The Events an agent's status transition from ``old`` to ``new`` posts."""
+    """The Events an agent's status transition from ``old`` to ``new`` posts: a launch, and
+    every change of what its Ready condition says (none for a first pass that is simply Ready)."""
     notes: list[Note] = []
     if launched is not None:
         notes.append(
@@ -469,27 +484,26 @@ def agent_events(
                 f" with trajectory {str(new.get('desiredTrajectoryHash'))[:19]}",
             )
         )
-    before, after = old.get("state"), new.get("state")
-    if before == after:
-        return notes
-    message = ready_message(new)
-    if after == ERROR_STATE:
-        notes.append(Note("BindingError", message, warning=True))
-    elif after == WorkState.WAITING.value:
-        notes.append(Note("WaitingForWork", message))
-    elif after == WorkState.WORKING.value:
+    before, after = ready_condition(old), ready_condition(new)
+    working = new.get("state") == WorkState.WORKING.value
+    if working and old.get("state") != WorkState.WORKING.value:
         uri = (new.get("work") or {}).get("uri", "")
-        notes.append(Note("AcquiredWork", f"holds work URI {uri!r}"))
-    elif before == ERROR_STATE:  # a new agent says it in its Ready condition
-        notes.append(Note("Bound", message))
+        return [*notes, Note("AcquiredWork", f"holds work URI {uri!r}")]
+    if not _news(old, new) or (not before and is_ready(new)):
+        return notes
+    if is_ready(new):
+        notes.append(Note(str(after.get("reason", "")), ready_message(new)))
+        return notes
+    notes.append(Note(str(after.get("reason", "")), ready_message(new), warning=_stalled(new)))
     return notes
 
 
 def tool_events(old: dict[str, Any], new: dict[str, Any]) -> list[Note]:
-    """The Events a Tool's status transition posts: one when it stops being valid."""
-    if is_ready(new) != is_ready(old) and not is_ready(new):
-        return [Note("InvalidStaticSlot", ready_message(new), warning=True)]
-    return []
+    """The Events a Tool's status transition posts: each new reason it is not Ready for."""
+    if is_ready(new) or not _news(old, new):
+        return []
+    reason = str(ready_condition(new).get("reason", ""))
+    return [Note(reason, ready_message(new), warning=_stalled(new))]
 
 
 def rejected_status(
@@ -502,11 +516,9 @@ def rejected_status(
     conditions and state say the pass could not complete.
     """
     message = f"the API server refused {what}: {error}"
-    conditions = [
-        condition("Ready", False, "ApiRejected", message, generation),
-        condition("Reconciling", False, "ApiRejected", "", generation),
-        condition("Stalled", True, "ApiRejected", message, generation),
-    ]
+    conditions = health_conditions(
+        condition("Ready", False, "ApiRejected", message, generation), stalled=True
+    )
     kept = {k: v for k, v in old.items() if k not in ("conditions", "state", "observedGeneration")}
     return {
         **kept,

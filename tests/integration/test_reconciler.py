@@ -237,7 +237,7 @@ def test_a_broken_tool_is_reported_and_repaired(
         "-o",
         "jsonpath={.items[*].reason}",
     ).stdout.split()
-    assert "BindingError" in events
+    assert "MissingDependency" in events  # the Ready reason it is not Ready for
 
     apply(cluster, namespace, _resource("missing-dir", "file:///now-here", "none"))
     wait_status(cluster, "tool", namespace, "pinned", ready)

@@ -1,0 +1,70 @@
+"""Which Events a status transition posts (pure: no API server)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.domain.launch import LaunchAction
+from controller.domain.status import agent_events, condition, health_conditions, tool_events
+
+
+def st(
+    ready: bool, reason: str, message: str, *, state: str = "", stalled: bool = False
+) -> dict[str, Any]:
+    conditions = health_conditions(
+        condition("Ready", ready, reason, message, 1), progressing=not stalled, stalled=stalled
+    )
+    out: dict[str, Any] = {"conditions": conditions}
+    if state:
+        out["state"] = state
+    return out
+
+
+def reasons(notes: list[Any]) -> list[tuple[str, bool]]:
+    return [(n.reason, n.warning) for n in notes]
+
+
+def test_a_first_pass_that_is_simply_ready_posts_nothing() -> None:
+    assert agent_events({}, st(True, "BindingsDelivered", "1 bound", state="Idle"), None) == []
+
+
+def test_a_new_reason_posts_an_event_even_when_the_state_stays() -> None:
+    old = st(False, "MissingDependency", "tool fmt is missing", state="Error")
+    new = st(
+        False, "BindingError", "2 linked resources are compatible", state="Error", stalled=True
+    )
+    assert reasons(agent_events(old, new, None)) == [("BindingError", True)]
+
+
+def test_a_new_message_while_not_ready_posts_an_event() -> None:
+    old = st(False, "MissingDependency", "tool fmt is missing", state="Error")
+    new = st(False, "MissingDependency", "tool lint is missing", state="Error")
+    notes = agent_events(old, new, None)
+    assert reasons(notes) == [("MissingDependency", False)]
+    assert notes[0].message == "tool lint is missing"
+
+
+def test_a_ready_agent_whose_counts_change_posts_nothing() -> None:
+    old = st(True, "BindingsDelivered", "1 bound", state="Idle")
+    new = st(True, "BindingsDelivered", "2 bound", state="Idle")
+    assert agent_events(old, new, None) == []
+
+
+def test_recovering_and_acquiring_and_launching_are_said() -> None:
+    broken = st(False, "MissingDependency", "tool fmt is missing", state="Error")
+    fixed = st(True, "BindingsDelivered", "1 bound", state="Idle")
+    assert reasons(agent_events(broken, fixed, None)) == [("BindingsDelivered", False)]
+    waiting = st(False, "WaitingForWork", "held by b", state="Waiting")
+    working = {**st(True, "BindingsDelivered", "1 bound", state="Working"), "work": {"uri": "x"}}
+    assert reasons(agent_events(waiting, working, None)) == [("AcquiredWork", False)]
+    assert reasons(agent_events(fixed, fixed, LaunchAction.RELAUNCH)) == [("Relaunched", False)]
+
+
+def test_a_tool_posts_each_new_reason_it_is_not_ready_for() -> None:
+    ok = st(True, "Valid", "all static slots valid")
+    missing = st(False, "MissingDependency", "resource cfg does not exist")
+    wrong = st(False, "InvalidStaticSlot", "resource cfg is a issue", stalled=True)
+    assert reasons(tool_events(ok, missing)) == [("MissingDependency", False)]
+    assert reasons(tool_events(missing, wrong)) == [("InvalidStaticSlot", True)]
+    assert tool_events(wrong, wrong) == []
+    assert tool_events(wrong, ok) == []
