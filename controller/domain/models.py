@@ -7,11 +7,15 @@ from drifting. Models carry no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
+
+from controller.domain import rules
 
 GROUP = "bindery.dev"
 VERSION = "v1alpha1"
@@ -19,6 +23,42 @@ API_VERSION = f"{GROUP}/{VERSION}"
 
 WORK_ROLE = "work"
 """The binding name whose URI is held by at most one agent at a time."""
+
+
+def _rule(check: Callable[[str], str | None]) -> AfterValidator:
+    """A validator that applies one of ``rules``; its message is the rule's, verbatim."""
+
+    def validate(value: str) -> str:
+        if why := check(value):
+            raise PydanticCustomError(RULE_ERROR, why)
+        return value
+
+    return AfterValidator(validate)
+
+
+def _keys(check: Callable[[str], str | None]) -> AfterValidator:
+    """A validator that applies one of ``rules`` to every key of a mapping."""
+
+    def validate(value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if why := check(key):
+                raise PydanticCustomError(RULE_ERROR, why)
+        return value
+
+    return AfterValidator(validate)
+
+
+RULE_ERROR = "bindery_rule"
+"""The pydantic error type of a ``rules`` violation: its message names the value and the fix."""
+
+Uri = Annotated[str, _rule(rules.uri_problem)]
+"""A resource identity: printable ASCII (RFC 3986), a scheme, at most 2048 bytes."""
+
+ParamValue = Annotated[str, _rule(rules.param_problem)]
+"""A Resource name, namespace/name, uid or URI: printable ASCII, at most 2048 bytes."""
+
+Attributes = Annotated[dict[str, str], _keys(rules.attribute_key_problem)]
+"""Resource attributes: keys follow the label-key rule."""
 
 
 class WireModel(BaseModel):
@@ -65,9 +105,9 @@ class ResourceTypeSpec(WireModel):
 
 class ResourceSpec(WireModel):
     type: str
-    uri: str
+    uri: Uri
     alias: str | None = None
-    attributes: dict[str, str] = Field(default_factory=dict)
+    attributes: Attributes = Field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------------------------
@@ -96,12 +136,12 @@ class ToolSpec(WireModel):
 class DirectBinding(WireModel):
     name: str
     tag: str
-    uri: str
+    uri: Uri
 
 
 class ToolUse(WireModel):
     name: str
-    params: dict[str, str] = Field(default_factory=dict)
+    params: dict[str, ParamValue] = Field(default_factory=dict)
 
 
 class LabelSelectorRequirement(WireModel):
@@ -120,6 +160,65 @@ class EnvVar(WireModel):
     value: str = ""
 
 
+Quantity = int | str
+"""A Kubernetes resource quantity, e.g. 500m, 2Gi or 1; the CRD checks its syntax."""
+
+Id = Annotated[int, Field(ge=0)]
+"""A user or group id."""
+
+
+class ResourceRequirements(WireModel):
+    requests: dict[str, Quantity] = Field(default_factory=dict)
+    limits: dict[str, Quantity] = Field(default_factory=dict)
+
+
+class SeccompProfile(WireModel):
+    type: Literal["RuntimeDefault", "Localhost", "Unconfined"]
+    localhost_profile: str | None = None
+
+
+class PodSecurityContext(WireModel):
+    """The session pod's securityContext: a subset of the core PodSecurityContext."""
+
+    run_as_user: Id | None = None
+    run_as_group: Id | None = None
+    run_as_non_root: bool | None = None
+    fs_group: Id | None = None
+    fs_group_change_policy: Literal["OnRootMismatch", "Always"] | None = None
+    supplemental_groups: list[Id] | None = None
+    seccomp_profile: SeccompProfile | None = None
+
+
+class Capabilities(WireModel):
+    add: list[str] | None = None
+    drop: list[str] | None = None
+
+
+class ContainerSecurityContext(WireModel):
+    """The session container's securityContext: a subset of the core SecurityContext."""
+
+    run_as_user: Id | None = None
+    run_as_group: Id | None = None
+    run_as_non_root: bool | None = None
+    read_only_root_filesystem: bool | None = None
+    allow_privilege_escalation: bool | None = None
+    privileged: bool | None = None
+    capabilities: Capabilities | None = None
+    seccomp_profile: SeccompProfile | None = None
+
+
+class Toleration(WireModel):
+    key: str | None = None
+    operator: Literal["Exists", "Equal"] | None = None
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    toleration_seconds: int | None = None
+
+
+class LocalObjectReference(WireModel):
+    name: str
+
+
 class Runtime(WireModel):
     image: str
     command: list[str] = Field(default_factory=list)
@@ -127,6 +226,15 @@ class Runtime(WireModel):
     env: list[EnvVar] = Field(default_factory=list)
     model: str = ""
     instructions: str = ""
+    # Pod settings (none of them is part of the hash while unset: see launch.trajectory_hash).
+    resources: ResourceRequirements | None = None
+    security_context: PodSecurityContext | None = None
+    container_security_context: ContainerSecurityContext | None = None
+    service_account_name: str = ""
+    automount_service_account_token: bool | None = None
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[Toleration] = Field(default_factory=list)
+    image_pull_secrets: list[LocalObjectReference] = Field(default_factory=list)
 
 
 class AgentSpecSpec(WireModel):

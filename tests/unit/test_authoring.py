@@ -371,8 +371,34 @@ ERRORS: list[tuple[str, str, str]] = [
     (
         "a uri with whitespace",
         'agent "dev" {\n  resource "work" _tag="github-issue" uri="github-issue://a b"\n}\n',
-        'a.kdl:2:43: error: uri "github-issue://a b" contains whitespace or a control '
-        "character: expected a URI without them (percent-encode a space as %20)",
+        'a.kdl:2:43: error: uri "github-issue://a b" contains a space at character 17: '
+        "expected printable ASCII without spaces or control characters (RFC 3986), with every "
+        'other character percent-encoded as its UTF-8 bytes, here "github-issue://a%20b" '
+        "(bindery uri-encode prints the encoded form)",
+    ),
+    (
+        "a uri with a Cyrillic lookalike letter",
+        'agent "dev" {\n  resource "work" _tag="github-issue" uri="github-issue://t\u0430sk"\n}\n',
+        'a.kdl:2:43: error: uri "github-issue://t\\u0430sk" contains U+0430 (CYRILLIC SMALL '
+        "LETTER A) at character 17: expected printable ASCII without spaces or control "
+        "characters (RFC 3986), with every other character percent-encoded as its UTF-8 bytes, "
+        'here "github-issue://t%D0%B0sk" (bindery uri-encode prints the encoded form)',
+    ),
+    (
+        "a uri with an invisible letter",
+        'agent "dev" {\n  resource "work" _tag="github-issue" uri="github-issue://\u3164"\n}\n',
+        'a.kdl:2:43: error: uri "github-issue://\\u3164" contains U+3164 (HANGUL FILLER) at '
+        "character 16: expected printable ASCII without spaces or control characters (RFC "
+        "3986), with every other character percent-encoded as its UTF-8 bytes, here "
+        '"github-issue://%E3%85%A4" (bindery uri-encode prints the encoded form)',
+    ),
+    (
+        "a param with a non-ASCII letter",
+        'agent "dev" {\n  tool "t" {\n    param "dir" "d\u00efr"\n  }\n}\n',
+        'a.kdl:3:17: error: param "d\\u00efr" contains U+00EF (LATIN SMALL LETTER I WITH '
+        "DIAERESIS) at character 2: expected printable ASCII without spaces or control "
+        "characters (RFC 3986), with every other character percent-encoded as its UTF-8 bytes, "
+        'here "d%C3%AFr" (bindery uri-encode prints the encoded form)',
     ),
     (
         "a role that is not an identifier",

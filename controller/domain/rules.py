@@ -1,0 +1,129 @@
+"""Syntax rules for what users write, shared by the wire models, the CRDs and the authoring tools.
+
+Each rule here has a twin in ``crds/*.yaml`` (a CEL rule or a pattern) that the API server
+enforces at admission; the pydantic models apply the same rules, so ``bindery render`` refuses
+what the API server would refuse, and the controller never reads a spec it would have refused.
+Every ``*_problem`` function returns why a value breaks its rule (what to do about it included),
+or None.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from urllib.parse import quote
+
+URI_MAX_BYTES = 2048
+"""A URI, or a tool parameter, is at most this many bytes (ASCII only, so also characters)."""
+
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+DNS_SUBDOMAIN = re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*")
+_QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+URI_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+PRINTABLE_ASCII = "".join(chr(c) for c in range(0x21, 0x7F))
+"""What a URI is made of (RFC 3986 section 2): visible ASCII; everything else percent-encoded."""
+
+_SHOWN = 120  # characters of a long value quoted in a message
+
+
+def shown(value: str) -> str:
+    """``value`` quoted for a message, shortened when long, with invisible characters escaped."""
+    text = value if len(value) <= _SHOWN else value[:_SHOWN] + "..."
+    return json.dumps(text)  # ensure_ascii: invisible and lookalike characters show as \uXXXX
+
+
+def percent_encoded(value: str) -> str:
+    """``value`` with every character outside visible ASCII replaced by its UTF-8 %XX bytes.
+
+    A ``%`` already in ``value`` is kept as is: an encoded URI encodes to itself.
+    """
+    return quote(value, safe=PRINTABLE_ASCII)
+
+
+def _first_outside_ascii(value: str) -> tuple[int, str] | None:
+    for i, c in enumerate(value):
+        if c not in PRINTABLE_ASCII:
+            return i, c
+    return None
+
+
+def _describe(c: str) -> str:
+    name = unicodedata.name(c, "") or unicodedata.category(c)
+    return f"U+{ord(c):04X} ({name})" if c != " " else "a space"
+
+
+def ascii_problem(what: str, value: str) -> str | None:
+    """Why ``value`` is not printable ASCII without spaces, with its percent-encoded form."""
+    found = _first_outside_ascii(value)
+    if found is None:
+        return None
+    index, c = found
+    return (
+        f"{what} {shown(value)} contains {_describe(c)} at character {index + 1}: expected "
+        "printable ASCII without spaces or control characters (RFC 3986), with every other "
+        f"character percent-encoded as its UTF-8 bytes, here {shown(percent_encoded(value))} "
+        "(bindery uri-encode prints the encoded form)"
+    )
+
+
+def uri_problem(uri: str, what: str = "uri") -> str | None:
+    """Why ``uri`` cannot be a resource identity, or None. URIs are never normalized."""
+    if not uri:
+        return f"expected a {what} such as github-issue://example/project/123, found ''"
+    if why := ascii_problem(what, uri):
+        return why
+    if len(uri) > URI_MAX_BYTES:
+        return f"{what} is {len(uri)} bytes long: expected at most {URI_MAX_BYTES}"
+    if not URI_SCHEME.match(uri):
+        return (
+            f"{what} {shown(uri)} has no scheme: expected SCHEME:..., such as "
+            "github-issue://example/project/123"
+        )
+    return None
+
+
+def param_problem(value: str) -> str | None:
+    """Why ``value`` cannot be a tool parameter (a Resource name, namespace/name, uid or URI)."""
+    if not value:
+        return "expected a Resource name, namespace/name, uid or URI, found ''"
+    if why := ascii_problem("param", value):
+        return why
+    if len(value) > URI_MAX_BYTES:
+        return f"param is {len(value)} bytes long: expected at most {URI_MAX_BYTES}"
+    return None
+
+
+def is_subdomain(value: str) -> bool:
+    return len(value) <= 253 and DNS_SUBDOMAIN.fullmatch(value) is not None
+
+
+SUBDOMAIN_RULE = (
+    "a DNS-1123 subdomain: lowercase letters, digits, '-' and '.', "
+    "starting and ending with a letter or digit, at most 253 characters"
+)
+
+
+def qualified_name_problem(key: str) -> str | None:
+    """Why ``key`` is not a valid label or annotation key (``[prefix/]name``), or None."""
+    prefix, _, name = key.rpartition("/")
+    if "/" in key and not prefix:
+        return "its prefix before '/' is empty"
+    if prefix and not is_subdomain(prefix):
+        return f"its prefix {shown(prefix)} is not {SUBDOMAIN_RULE}"
+    if not name or len(name) > 63 or _QUALIFIED_NAME.fullmatch(name) is None:
+        return (
+            "its name must be 1 to 63 letters, digits, '-', '_' or '.', "
+            "starting and ending with a letter or digit"
+        )
+    return None
+
+
+def attribute_key_problem(key: str) -> str | None:
+    """Why ``key`` cannot name a Resource attribute: keys follow the label-key rule."""
+    if why := qualified_name_problem(key):
+        return (
+            f"attribute key {shown(key)} is not valid: {why}; attribute keys follow the "
+            "label-key rule, e.g. branch or example.com/owner"
+        )
+    return None

@@ -1,0 +1,125 @@
+"""The syntax rules the CRDs enforce at admission, as the models apply them (hostile input)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from controller.cli import main
+from controller.domain import rules
+from controller.domain.models import AgentSpecSpec, ResourceSpec
+
+ASCII_URI_2048 = "gh://" + "a" * 2043
+EMOJI_URI = "gh://" + "\N{GRINNING FACE}" * 2043  # 2,048 characters, 8,177 bytes
+HOSTILE_URIS = {
+    "emoji": EMOJI_URI,
+    "hangul-filler": "gh://task\u3164",
+    "braille-blank": "gh://\u2800task",
+    "cyrillic-a": "gh://t\u0430sk",
+    "zero-width-space": "gh://ta\u200bsk",
+    "bidi-override": "gh://\u202etask",
+    "nul": "gh://task\x00",
+    "space": "gh://a task",
+    "tab": "gh://a\ttask",
+    "latin-e-acute": "gh://caf\u00e9",
+}
+
+
+def resource(**spec: Any) -> ResourceSpec:
+    return ResourceSpec.model_validate({"type": "issue", "uri": "gh://1", **spec})
+
+
+def test_the_longest_ascii_uri_is_2048_bytes() -> None:
+    assert len(ASCII_URI_2048.encode()) == 2048
+    assert resource(uri=ASCII_URI_2048).uri == ASCII_URI_2048
+    with pytest.raises(ValidationError, match="is 2049 bytes long: expected at most 2048"):
+        resource(uri=ASCII_URI_2048 + "a")
+
+
+@pytest.mark.parametrize("uri", HOSTILE_URIS.values(), ids=HOSTILE_URIS.keys())
+def test_uris_outside_printable_ascii_are_refused_with_their_encoded_form(uri: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        resource(uri=uri)
+    (error,) = caught.value.errors()
+    assert error["type"] == "bindery_rule"
+    encoded = rules.percent_encoded(uri)
+    assert encoded.isascii()
+    assert " " not in encoded
+    assert f'here "{encoded[: rules._SHOWN]}' in error["msg"]
+    assert "percent-encoded" in error["msg"]
+    assert "bindery uri-encode" in error["msg"]
+
+
+def test_the_message_shows_invisible_characters_escaped() -> None:
+    why = rules.uri_problem(HOSTILE_URIS["hangul-filler"])
+    assert why is not None
+    assert '"gh://task\\u3164"' in why
+    assert "U+3164 (HANGUL FILLER) at character 10" in why
+    assert "\u3164" not in why
+
+
+def test_percent_encoding_keeps_ascii_and_existing_escapes() -> None:
+    assert rules.percent_encoded("gh://t\u0430sk%20x") == "gh://t%D0%B0sk%20x"
+    assert rules.percent_encoded("gh://a b") == "gh://a%20b"
+    assert rules.percent_encoded(ASCII_URI_2048) == ASCII_URI_2048
+
+
+def test_a_uri_needs_a_scheme() -> None:
+    with pytest.raises(ValidationError, match="has no scheme"):
+        resource(uri="example/project/1")
+
+
+@pytest.mark.parametrize("uri", HOSTILE_URIS.values(), ids=HOSTILE_URIS.keys())
+def test_agent_bindings_and_params_follow_the_same_rule(uri: str) -> None:
+    with pytest.raises(ValidationError, match="printable ASCII"):
+        AgentSpecSpec.model_validate({"resources": [{"name": "work", "tag": "t", "uri": uri}]})
+    with pytest.raises(ValidationError, match="printable ASCII"):
+        AgentSpecSpec.model_validate({"tools": [{"name": "t", "params": {"p": uri}}]})
+
+
+@pytest.mark.parametrize("value", ["cfg", "team-a/cfg", "0b1e-uid", "gh://x/1", ASCII_URI_2048])
+def test_params_accept_names_uids_and_uris(value: str) -> None:
+    spec = AgentSpecSpec.model_validate({"tools": [{"name": "t", "params": {"p": value}}]})
+    assert spec.tools[0].params == {"p": value}
+
+
+@pytest.mark.parametrize("key", ["branch", "path", "example.com/owner", "a", "A.b_c-D", "x" * 63])
+def test_attribute_keys_follow_the_label_key_rule(key: str) -> None:
+    assert resource(attributes={key: "v"}).attributes == {key: "v"}
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "",
+        "nul\x00",
+        "\u202eevil",  # bidi override
+        "\x1b[31mred",  # ANSI escape
+        "has space",
+        "-leading",
+        "trailing.",
+        "x" * 64,
+        "/name",
+        "Bad_Prefix/name",
+        "caf\u00e9",
+    ],
+    ids=repr,
+)
+def test_hostile_attribute_keys_are_refused(key: str) -> None:
+    with pytest.raises(ValidationError, match=r"attribute key .* is not valid") as caught:
+        resource(attributes={key: "v"})
+    (error,) = caught.value.errors()
+    assert not {"\x00", "\x1b", "\u202e"} & set(error["msg"])
+
+
+def test_bindery_uri_encode(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["uri-encode", "gh://t\u0430sk", "gh://caf%C3%A9"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["gh://t%D0%B0sk", "gh://caf%C3%A9"]
+    assert all(rules.uri_problem(line) is None for line in out)
+    assert main(["uri-encode", "no scheme"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "no%20scheme\n"
+    assert "has no scheme" in captured.err
