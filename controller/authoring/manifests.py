@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from controller.authoring.errors import Problems, q
 from controller.authoring.yamlpos import Located
-from controller.domain.models import API_VERSION, RULE_ERROR, WORK_ROLE, AgentSpecSpec
+from controller.domain.models import API_VERSION, RULE_ERROR, WORK_ROLE, AgentSpecSpec, Runtime
 from controller.domain.rules import param_problem, uri_problem
 
 AGENT_KIND = "AgentSpec"
@@ -339,6 +339,29 @@ def _check_runtime(doc: Located, spec: AgentSpecSpec, problems: Problems) -> Non
             )
         else:
             names[var.name] = i
+
+
+KDL_RUNTIME_FIELDS = frozenset({"image", "command", "args", "env", "model", "instructions"})
+"""What the KDL ``runtime`` node can say; pod settings stay in YAML for now."""
+
+
+def check_expressible_in_kdl(doc: Located, spec: AgentSpecSpec, problems: Problems) -> bool:
+    """Whether KDL can carry the whole spec; each field it cannot is a problem, never dropped."""
+    if spec.runtime is None:
+        return True
+    ok = True
+    for field in sorted(spec.runtime.model_fields_set):
+        alias = Runtime.model_fields[field].alias or field
+        if alias in KDL_RUNTIME_FIELDS:
+            continue
+        ok = False
+        problems.add(
+            doc.file,
+            doc.key_at("spec", "runtime", alias),
+            f"spec.runtime.{alias} has no KDL form: exporting would drop it; keep this agent "
+            "in YAML, or remove the field before exporting",
+        )
+    return ok
 
 
 def _check_limits(doc: Located, spec: AgentSpecSpec, problems: Problems) -> None:

@@ -745,6 +745,31 @@ def test_export_errors_have_positions(run: Run) -> None:
     )
 
 
+def test_export_refuses_runtime_fields_kdl_cannot_say(run: Run) -> None:
+    """Pod settings have no KDL form yet: export says so rather than silently dropping them."""
+    manifest = (
+        "apiVersion: bindery.dev/v1alpha1\nkind: AgentSpec\nmetadata:\n  name: dev\nspec:\n"
+        "  runtime:\n    image: img\n    securityContext:\n      runAsUser: 1000\n"
+        "    serviceAccountName: runner\n"
+    )
+    assert fails(run, "export", write("r.yaml", manifest)).splitlines() == [
+        "r.yaml:8:5: error: spec.runtime.securityContext has no KDL form: exporting would drop "
+        "it; keep this agent in YAML, or remove the field before exporting",
+        "r.yaml:10:5: error: spec.runtime.serviceAccountName has no KDL form: exporting would "
+        "drop it; keep this agent in YAML, or remove the field before exporting",
+    ]
+
+
+def test_export_reports_a_hostile_uri_with_its_encoded_form(run: Run) -> None:
+    manifest = (
+        "apiVersion: bindery.dev/v1alpha1\nkind: AgentSpec\nmetadata:\n  name: dev\nspec:\n"
+        "  resources:\n    - name: work\n      tag: t\n      uri: gh://t\u0430sk\n"
+    )
+    err = fails(run, "export", write("u.yaml", manifest))
+    assert err.startswith('u.yaml:9:12: error: uri "gh://t\\u0430sk" contains U+0430 (CYRILLIC')
+    assert 'here "gh://t%D0%B0sk"' in err
+
+
 # --------------------------------------------------------------------------------------------
 # import-tool
 
