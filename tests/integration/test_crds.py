@@ -245,7 +245,7 @@ UNSUPPORTED = "Unsupported value"
 BAD_SCHEME = "must be a lowercase URI scheme name"
 
 LONG_URI = "https://example.com/" + "a" * (URI_LIMIT - len("https://example.com/") + 1)
-# 2,048 characters (so within maxLength, which counts characters) but 8,172 bytes.
+# 2,048 characters (so within maxLength, which counts characters) but 8,168 bytes.
 EMOJI_URI = "https://" + "\N{GRINNING FACE}" * (URI_LIMIT - len("https://"))
 HANGUL_FILLER_URI = "github-issue://example/p/1\u3164"  # invisible
 BRAILLE_BLANK_URI = "github-issue://example/\u2800p/1"  # invisible
@@ -456,12 +456,12 @@ INVALID: list[Case] = [
          RES0 + ".uri", TOO_MANY_BYTES),
     Case("agent-param-lookalike-uri",
          _agent(tools=[{"name": "editor", "params": {"target": LOOKALIKE_URI}}]),
-         "spec.tools[0].params.target", NOT_PARAM),
+         "spec.tools[0].params[target]", NOT_PARAM),
     Case("agent-param-space", _agent(tools=[{"name": "editor", "params": {"target": "a b"}}]),
-         "spec.tools[0].params.target", NOT_PARAM),
+         "spec.tools[0].params[target]", NOT_PARAM),
     Case("agent-param-emoji-bytes",
          _agent(tools=[{"name": "editor", "params": {"target": EMOJI_URI}}]),
-         "spec.tools[0].params.target", TOO_MANY_BYTES),
+         "spec.tools[0].params[target]", TOO_MANY_BYTES),
     Case("agent-binding-uri-too-long", _agent(resources=[_binding(uri=LONG_URI)]),
          RES0 + ".uri", TOO_LONG),
     Case("agent-second-work-binding",
