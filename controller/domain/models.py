@@ -160,16 +160,59 @@ class EnvVar(WireModel):
     value: str = ""
 
 
-Quantity = int | str
-"""A Kubernetes resource quantity, e.g. 500m, 2Gi or 1; the CRD checks its syntax."""
+Quantity = Annotated[int | str, _rule(rules.quantity_problem)]
+"""A Kubernetes resource quantity, e.g. 500m, 2Gi or 1."""
 
 Id = Annotated[int, Field(ge=0)]
 """A user or group id."""
 
 
+def _seccomp_localhost(profile: SeccompProfile) -> SeccompProfile:
+    if (profile.type == "Localhost") != (profile.localhost_profile is not None):
+        raise PydanticCustomError(
+            RULE_ERROR,
+            "seccompProfile: localhostProfile is required for type Localhost and only "
+            "allowed with it",
+        )
+    return profile
+
+
+def _no_escalation_when_privileged(context: ContainerSecurityContext) -> ContainerSecurityContext:
+    if context.privileged and context.allow_privilege_escalation is False:
+        raise PydanticCustomError(
+            RULE_ERROR,
+            "containerSecurityContext: allowPrivilegeEscalation cannot be false when privileged "
+            "is true (a privileged container can always escalate); leave it unset",
+        )
+    return context
+
+
+def _toleration(t: Toleration) -> Toleration:
+    exists = t.operator == "Exists"
+    if not t.key and not exists:
+        raise PydanticCustomError(
+            RULE_ERROR,
+            "toleration: a toleration without a key must have operator Exists (it then "
+            "tolerates every taint)",
+        )
+    if exists and t.value:
+        raise PydanticCustomError(
+            RULE_ERROR, "toleration: value must be empty when operator is Exists"
+        )
+    if t.toleration_seconds is not None and t.effect != "NoExecute":
+        raise PydanticCustomError(
+            RULE_ERROR, "toleration: tolerationSeconds is only allowed with effect NoExecute"
+        )
+    return t
+
+
 class ResourceRequirements(WireModel):
-    requests: dict[str, Quantity] = Field(default_factory=dict)
-    limits: dict[str, Quantity] = Field(default_factory=dict)
+    requests: Annotated[dict[str, Quantity], _keys(rules.resource_name_problem)] = Field(
+        default_factory=dict
+    )
+    limits: Annotated[dict[str, Quantity], _keys(rules.resource_name_problem)] = Field(
+        default_factory=dict
+    )
 
 
 class SeccompProfile(WireModel):
@@ -186,7 +229,7 @@ class PodSecurityContext(WireModel):
     fs_group: Id | None = None
     fs_group_change_policy: Literal["OnRootMismatch", "Always"] | None = None
     supplemental_groups: list[Id] | None = None
-    seccomp_profile: SeccompProfile | None = None
+    seccomp_profile: Annotated[SeccompProfile, AfterValidator(_seccomp_localhost)] | None = None
 
 
 class Capabilities(WireModel):
@@ -204,7 +247,7 @@ class ContainerSecurityContext(WireModel):
     allow_privilege_escalation: bool | None = None
     privileged: bool | None = None
     capabilities: Capabilities | None = None
-    seccomp_profile: SeccompProfile | None = None
+    seccomp_profile: Annotated[SeccompProfile, AfterValidator(_seccomp_localhost)] | None = None
 
 
 class Toleration(WireModel):
@@ -216,7 +259,18 @@ class Toleration(WireModel):
 
 
 class LocalObjectReference(WireModel):
-    name: str
+    name: Annotated[str, _rule(lambda v: rules.object_name_problem(v, "Secret"))]
+
+
+def _service_account_problem(value: str) -> str | None:
+    return rules.object_name_problem(value, "ServiceAccount") if value else None
+
+
+def _label_values(value: dict[str, str]) -> dict[str, str]:
+    for v in value.values():
+        if why := rules.label_value_problem(v):
+            raise PydanticCustomError(RULE_ERROR, f"nodeSelector: {why}")
+    return value
 
 
 class Runtime(WireModel):
@@ -229,11 +283,17 @@ class Runtime(WireModel):
     # Pod settings (none of them is part of the hash while unset: see launch.trajectory_hash).
     resources: ResourceRequirements | None = None
     security_context: PodSecurityContext | None = None
-    container_security_context: ContainerSecurityContext | None = None
-    service_account_name: str = ""
+    container_security_context: (
+        Annotated[ContainerSecurityContext, AfterValidator(_no_escalation_when_privileged)] | None
+    ) = None
+    service_account_name: Annotated[str, _rule(_service_account_problem)] = ""
     automount_service_account_token: bool | None = None
-    node_selector: dict[str, str] = Field(default_factory=dict)
-    tolerations: list[Toleration] = Field(default_factory=list)
+    node_selector: Annotated[
+        dict[str, str], _keys(rules.node_selector_key_problem), AfterValidator(_label_values)
+    ] = Field(default_factory=dict)
+    tolerations: list[Annotated[Toleration, AfterValidator(_toleration)]] = Field(
+        default_factory=list
+    )
     image_pull_secrets: list[LocalObjectReference] = Field(default_factory=list)
 
 

@@ -127,3 +127,52 @@ def attribute_key_problem(key: str) -> str | None:
             "label-key rule, e.g. branch or example.com/owner"
         )
     return None
+
+
+# --------------------------------------------------------------------------------------------
+# spec.runtime: what the pod would otherwise be refused for when the StatefulSet creates it
+
+QUANTITY = re.compile(
+    r"[+-]?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+    r"(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?"
+)
+
+
+def quantity_problem(value: int | str) -> str | None:
+    if isinstance(value, int) or QUANTITY.fullmatch(value):
+        return None
+    return (
+        f"quantity {shown(value)} is not valid: expected a number with an optional suffix, "
+        "e.g. 250m, 1, 512Mi or 2Gi"
+    )
+
+
+def resource_name_problem(key: str) -> str | None:
+    if why := qualified_name_problem(key):
+        return (
+            f"resource name {shown(key)} is not valid: {why}; expected e.g. cpu, memory, "
+            "ephemeral-storage or example.com/gpu"
+        )
+    return None
+
+
+def node_selector_key_problem(key: str) -> str | None:
+    if why := qualified_name_problem(key):
+        return f"nodeSelector key {shown(key)} is not a label key: {why}"
+    return None
+
+
+def label_value_problem(value: str) -> str | None:
+    if value == "" or (len(value) <= 63 and _QUALIFIED_NAME.fullmatch(value)):
+        return None
+    return (
+        f"label value {shown(value)} is not valid: expected empty or 1 to 63 letters, digits, "
+        "'-', '_' or '.', starting and ending with a letter or digit"
+    )
+
+
+def object_name_problem(value: str, what: str) -> str | None:
+    """Why ``value`` cannot name a ServiceAccount or Secret (a DNS-1123 subdomain), or None."""
+    if is_subdomain(value):
+        return None
+    return f"{what} name {shown(value)} is not valid: expected {SUBDOMAIN_RULE}"

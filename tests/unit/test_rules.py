@@ -123,3 +123,73 @@ def test_bindery_uri_encode(capsys: pytest.CaptureFixture[str]) -> None:
     captured = capsys.readouterr()
     assert captured.out == "no%20scheme\n"
     assert "has no scheme" in captured.err
+
+
+# --------------------------------------------------------------------------------------------
+# spec.runtime: the model refuses what the CRD refuses (tests/integration/test_crds.py)
+
+
+RUNTIME_REFUSED = {
+    "quantity": ({"resources": {"limits": {"memory": "1 GB"}}}, "quantity"),
+    "resource-name": ({"resources": {"requests": {"CPU!": "1"}}}, "resource name"),
+    "run-as-user-negative": ({"securityContext": {"runAsUser": -1}}, "greater than or equal"),
+    "seccomp-localhost-without-profile": (
+        {"securityContext": {"seccompProfile": {"type": "Localhost"}}},
+        "localhostProfile is required",
+    ),
+    "seccomp-profile-without-localhost": (
+        {
+            "containerSecurityContext": {
+                "seccompProfile": {"type": "RuntimeDefault", "localhostProfile": "p.json"}
+            }
+        },
+        "localhostProfile is required",
+    ),
+    "privileged-without-escalation": (
+        {"containerSecurityContext": {"privileged": True, "allowPrivilegeEscalation": False}},
+        "allowPrivilegeEscalation cannot be false",
+    ),
+    "service-account": ({"serviceAccountName": "Agent SA"}, "ServiceAccount name"),
+    "node-selector-key": ({"nodeSelector": {"-bad-": "x"}}, "not a label key"),
+    "node-selector-value": ({"nodeSelector": {"pool": "a b"}}, "label value"),
+    "toleration-no-key-equal": (
+        {"tolerations": [{"operator": "Equal", "value": "x"}]},
+        "must have operator Exists",
+    ),
+    "toleration-exists-with-value": (
+        {"tolerations": [{"key": "k", "operator": "Exists", "value": "x"}]},
+        "value must be empty",
+    ),
+    "toleration-seconds-without-no-execute": (
+        {"tolerations": [{"key": "k", "effect": "NoSchedule", "tolerationSeconds": 5}]},
+        "only allowed with effect NoExecute",
+    ),
+    "pull-secret-name": ({"imagePullSecrets": [{"name": "A_B"}]}, "Secret name"),
+}
+
+
+@pytest.mark.parametrize(("runtime", "fragment"), RUNTIME_REFUSED.values(), ids=RUNTIME_REFUSED)
+def test_runtime_settings_the_crd_refuses_the_model_refuses(
+    runtime: dict[str, Any], fragment: str
+) -> None:
+    with pytest.raises(ValidationError, match=fragment):
+        AgentSpecSpec.model_validate({"runtime": {"image": "img", **runtime}})
+
+
+def test_a_full_runtime_reads() -> None:
+    runtime = {
+        "image": "img",
+        "resources": {"requests": {"cpu": "250m", "example.com/gpu": 1}, "limits": {"cpu": 2}},
+        "securityContext": {"seccompProfile": {"type": "Localhost", "localhostProfile": "p"}},
+        "containerSecurityContext": {"privileged": True},
+        "serviceAccountName": "runner.v1",
+        "nodeSelector": {"kubernetes.io/arch": "arm64", "empty": ""},
+        "tolerations": [
+            {"operator": "Exists"},
+            {"key": "k", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 9},
+        ],
+        "imagePullSecrets": [{"name": "creds"}],
+    }
+    spec = AgentSpecSpec.model_validate({"runtime": runtime})
+    assert spec.runtime is not None
+    assert spec.runtime.model_dump(by_alias=True, exclude_defaults=True) == runtime
