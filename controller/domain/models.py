@@ -11,7 +11,7 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
@@ -262,6 +262,56 @@ class LocalObjectReference(WireModel):
     name: Annotated[str, _rule(lambda v: rules.object_name_problem(v, "Secret"))]
 
 
+class EmptyDirVolumeSource(WireModel):
+    medium: Literal["", "Memory"] | None = None
+    size_limit: Quantity | None = None
+
+
+class ConfigMapVolumeSource(WireModel):
+    name: Annotated[str, _rule(lambda v: rules.object_name_problem(v, "ConfigMap"))]
+    optional: bool | None = None
+
+
+class SecretVolumeSource(WireModel):
+    secret_name: Annotated[str, _rule(lambda v: rules.object_name_problem(v, "Secret"))]
+    optional: bool | None = None
+
+
+class PersistentVolumeClaimVolumeSource(WireModel):
+    claim_name: Annotated[
+        str, _rule(lambda v: rules.object_name_problem(v, "PersistentVolumeClaim"))
+    ]
+    read_only: bool | None = None
+
+
+class Volume(WireModel):
+    """A volume of the session pod: only kinds that stay inside the namespace (no hostPath)."""
+
+    name: Annotated[str, _rule(rules.volume_name_problem)]
+    empty_dir: EmptyDirVolumeSource | None = None
+    config_map: ConfigMapVolumeSource | None = None
+    secret: SecretVolumeSource | None = None
+    persistent_volume_claim: PersistentVolumeClaimVolumeSource | None = None
+
+
+def _one_source(volume: Volume) -> Volume:
+    sources = [volume.empty_dir, volume.config_map, volume.secret, volume.persistent_volume_claim]
+    if sum(s is not None for s in sources) != 1:
+        raise PydanticCustomError(
+            RULE_ERROR,
+            f"volume {rules.shown(volume.name)}: expected exactly one of emptyDir, configMap, "
+            "secret or persistentVolumeClaim",
+        )
+    return volume
+
+
+class VolumeMount(WireModel):
+    name: str
+    mount_path: Annotated[str, _rule(rules.mount_path_problem)]
+    read_only: bool | None = None
+    sub_path: Annotated[str, _rule(rules.sub_path_problem)] | None = None
+
+
 def _service_account_problem(value: str) -> str | None:
     return rules.object_name_problem(value, "ServiceAccount") if value else None
 
@@ -295,6 +345,25 @@ class Runtime(WireModel):
         default_factory=list
     )
     image_pull_secrets: list[LocalObjectReference] = Field(default_factory=list)
+    volumes: list[Annotated[Volume, AfterValidator(_one_source)]] = Field(default_factory=list)
+    volume_mounts: list[VolumeMount] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _mounts_name_volumes(self) -> Runtime:
+        names = {v.name for v in self.volumes}
+        paths = [m.mount_path for m in self.volume_mounts]
+        if len(names) != len(self.volumes) or len(set(paths)) != len(paths):
+            raise PydanticCustomError(
+                RULE_ERROR, "volumes and volumeMounts: expected each name and mountPath once"
+            )
+        for mount in self.volume_mounts:
+            if mount.name not in names:
+                raise PydanticCustomError(
+                    RULE_ERROR,
+                    f"volumeMounts: {rules.shown(mount.mount_path)} mounts volume "
+                    f"{rules.shown(mount.name)}, which spec.runtime.volumes does not define",
+                )
+        return self
 
 
 class AgentSpecSpec(WireModel):

@@ -176,3 +176,40 @@ def object_name_problem(value: str, what: str) -> str | None:
     if is_subdomain(value):
         return None
     return f"{what} name {shown(value)} is not valid: expected {SUBDOMAIN_RULE}"
+
+
+BINDINGS_MOUNT = "/var/run/bindery"
+"""Where the session reads its bindings; no user volume may be mounted there or below."""
+BINDINGS_VOLUME = "bindings"
+
+_DNS_LABEL_RE = re.compile(_DNS_LABEL)
+
+
+def volume_name_problem(name: str) -> str | None:
+    if name == BINDINGS_VOLUME:
+        return f"volume name {shown(name)} is reserved for the bindings ConfigMap: choose another"
+    if len(name) > 63 or not _DNS_LABEL_RE.fullmatch(name):
+        return (
+            f"volume name {shown(name)} is not valid: expected a DNS-1123 label (lowercase "
+            "letters, digits and '-', starting and ending with a letter or digit, at most 63)"
+        )
+    return None
+
+
+def mount_path_problem(path: str) -> str | None:
+    if not path.startswith("/") or ":" in path:
+        return f"mountPath {shown(path)} is not valid: expected an absolute path without ':'"
+    if ".." in path.split("/"):
+        return f"mountPath {shown(path)} is not valid: expected no '..' element"
+    if path.rstrip("/") == BINDINGS_MOUNT or path.startswith(BINDINGS_MOUNT + "/"):
+        return (
+            f"mountPath {shown(path)} is where the session reads its bindings "
+            f"({BINDINGS_MOUNT}): choose another path"
+        )
+    return None
+
+
+def sub_path_problem(path: str) -> str | None:
+    if path.startswith("/") or ".." in path.split("/"):
+        return f"subPath {shown(path)} is not valid: expected a relative path without '..'"
+    return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from controller.domain import rules
 from controller.domain.delivery import BINDINGS_FILE
 from controller.domain.models import API_VERSION, AgentObject, Runtime, WireModel
 from controller.domain.work import hold_name
@@ -24,7 +25,8 @@ LAUNCH_GENERATION_ANNOTATION = "bindery.dev/launch-generation"
 TRAJECTORY_HASH_ANNOTATION = "bindery.dev/trajectory-hash"
 LAUNCHED_AT_ANNOTATION = "bindery.dev/launched-at"
 
-BINDINGS_MOUNT = "/var/run/bindery"
+BINDINGS_MOUNT = rules.BINDINGS_MOUNT
+BINDINGS_VOLUME = rules.BINDINGS_VOLUME
 BINDINGS_ENV = "BINDERY_BINDINGS_FILE"
 
 
@@ -116,7 +118,7 @@ def session_workload(
         "name": "agent",
         "image": runtime.image,
         "env": env,
-        "volumeMounts": [{"name": "bindings", "mountPath": BINDINGS_MOUNT, "readOnly": True}],
+        "volumeMounts": [{"name": BINDINGS_VOLUME, "mountPath": BINDINGS_MOUNT, "readOnly": True}],
     }
     if runtime.command:
         container["command"] = list(runtime.command)
@@ -126,13 +128,15 @@ def session_workload(
         "containers": [container],
         "volumes": [
             {
-                "name": "bindings",
+                "name": BINDINGS_VOLUME,
                 "configMap": {"name": bindings_config_map_name(agent.meta.name)},
             }
         ],
     }
     pod_spec.update(_pod_settings(runtime, service_account))
     container.update(_container_settings(runtime))
+    pod_spec["volumes"] += [_wire(v) for v in runtime.volumes]
+    container["volumeMounts"] += [_wire(m) for m in runtime.volume_mounts]
     annotations = {
         LAUNCH_GENERATION_ANNOTATION: str(launch_generation),
         TRAJECTORY_HASH_ANNOTATION: trajectory_hash,

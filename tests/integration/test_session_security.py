@@ -45,6 +45,16 @@ TUNED = runtime(
     nodeSelector={"type": "kwok"},
     tolerations=[{"key": "dedicated", "operator": "Equal", "value": "agents"}],
     imagePullSecrets=[{"name": "registry-creds"}],
+    volumes=[
+        {"name": "scratch", "emptyDir": {"sizeLimit": "64Mi"}},
+        {"name": "config", "configMap": {"name": "agent-config", "optional": True}},
+        {"name": "key", "secret": {"secretName": "agent-key", "optional": True}},
+    ],
+    volumeMounts=[
+        {"name": "scratch", "mountPath": "/scratch"},
+        {"name": "config", "mountPath": "/etc/agent", "readOnly": True},
+        {"name": "key", "mountPath": "/var/run/secrets/agent", "readOnly": True},
+    ],
 )
 
 
@@ -140,6 +150,17 @@ def test_sessions_run_in_a_namespace_enforcing_restricted(
     assert spec["nodeSelector"] == {"type": "kwok"}
     assert {"key": "dedicated", "operator": "Equal", "value": "agents"} in spec["tolerations"]
     assert spec["imagePullSecrets"] == [{"name": "registry-creds"}]
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["bindings"]["configMap"]["name"] == "tuned-bindings"
+    assert volumes["scratch"]["emptyDir"] == {"sizeLimit": "64Mi"}
+    assert volumes["config"]["configMap"]["name"] == "agent-config"
+    assert volumes["key"]["secret"]["secretName"] == "agent-key"
+    assert [(m["name"], m["mountPath"]) for m in container["volumeMounts"]] == [
+        ("bindings", "/var/run/bindery"),
+        ("scratch", "/scratch"),
+        ("config", "/etc/agent"),
+        ("key", "/var/run/secrets/agent"),
+    ]
 
 
 def test_a_runtime_that_breaks_the_policy_gets_no_pod(

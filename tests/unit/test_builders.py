@@ -105,6 +105,14 @@ FULL_RUNTIME = Runtime.model_validate(
             {"key": "dedicated", "operator": "Equal", "value": "agents", "effect": "NoSchedule"}
         ],
         "imagePullSecrets": [{"name": "registry-creds"}],
+        "volumes": [
+            {"name": "workspace", "persistentVolumeClaim": {"claimName": "coder-workspace"}},
+            {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
+        ],
+        "volumeMounts": [
+            {"name": "workspace", "mountPath": "/work"},
+            {"name": "tmp", "mountPath": "/scratch"},
+        ],
     }
 )
 
@@ -414,6 +422,20 @@ def test_resources_and_scheduling_are_passed_through() -> None:
         {"key": "dedicated", "operator": "Equal", "value": "agents", "effect": "NoSchedule"}
     ]
     assert pod["imagePullSecrets"] == [{"name": "registry-creds"}]
+
+
+def test_volumes_follow_the_bindings_volume() -> None:
+    pod = pod_of(FULL_RUNTIME)
+    assert pod["volumes"] == [
+        {"name": "bindings", "configMap": {"name": "coder-bindings"}},
+        {"name": "workspace", "persistentVolumeClaim": {"claimName": "coder-workspace"}},
+        {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
+    ]
+    assert pod["containers"][0]["volumeMounts"] == [
+        {"name": "bindings", "mountPath": "/var/run/bindery", "readOnly": True},
+        {"name": "workspace", "mountPath": "/work"},
+        {"name": "tmp", "mountPath": "/scratch"},
+    ]
 
 
 def test_integer_quantities_stay_integers() -> None:

@@ -124,6 +124,8 @@ def _compare_bounds(schema: dict[str, Any], field: FieldInfo, path: str) -> list
 
 def compare_type(schema: dict[str, Any], annotation: Any, path: str) -> list[str]:
     """Compare one schema node with one (unwrapped) Python annotation."""
+    if get_origin(annotation) in (Union, types.UnionType) and type(None) in get_args(annotation):
+        (annotation,) = [a for a in get_args(annotation) if a is not type(None)]
     if get_origin(annotation) is Annotated:  # constraints ride along; the type is what counts
         annotation = get_args(annotation)[0]
     if schema.get("x-kubernetes-int-or-string"):
@@ -367,6 +369,7 @@ LIST_MAPS = {
         "spec.tools",
         "spec.runtime.env",
         "spec.runtime.imagePullSecrets",
+        "spec.runtime.volumes",
     ],
     "Tool": ["spec.resourceSlots"],
 }

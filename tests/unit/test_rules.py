@@ -165,6 +165,50 @@ RUNTIME_REFUSED = {
         "only allowed with effect NoExecute",
     ),
     "pull-secret-name": ({"imagePullSecrets": [{"name": "A_B"}]}, "Secret name"),
+    "volume-without-source": ({"volumes": [{"name": "v"}]}, "exactly one of emptyDir"),
+    "volume-two-sources": (
+        {"volumes": [{"name": "v", "emptyDir": {}, "secret": {"secretName": "s"}}]},
+        "exactly one of emptyDir",
+    ),
+    "volume-named-bindings": ({"volumes": [{"name": "bindings", "emptyDir": {}}]}, "reserved"),
+    "volume-name": ({"volumes": [{"name": "V_1", "emptyDir": {}}]}, "DNS-1123 label"),
+    "volume-host-path": (
+        {"volumes": [{"name": "v", "hostPath": {"path": "/"}}]},
+        "Extra inputs are not permitted",
+    ),
+    "mount-of-no-volume": ({"volumeMounts": [{"name": "v", "mountPath": "/v"}]}, "does not"),
+    "mount-over-bindings": (
+        {
+            "volumes": [{"name": "v", "emptyDir": {}}],
+            "volumeMounts": [{"name": "v", "mountPath": "/var/run/bindery/"}],
+        },
+        "where the session reads its bindings",
+    ),
+    "mount-relative": (
+        {
+            "volumes": [{"name": "v", "emptyDir": {}}],
+            "volumeMounts": [{"name": "v", "mountPath": "v"}],
+        },
+        "absolute path",
+    ),
+    "mount-sub-path-escapes": (
+        {
+            "volumes": [{"name": "v", "emptyDir": {}}],
+            "volumeMounts": [{"name": "v", "mountPath": "/v", "subPath": "a/../../etc"}],
+        },
+        "without '..'",
+    ),
+    "mount-path-twice": (
+        {
+            "volumes": [{"name": "v", "emptyDir": {}}],
+            "volumeMounts": [{"name": "v", "mountPath": "/v"}, {"name": "v", "mountPath": "/v"}],
+        },
+        "each name and mountPath once",
+    ),
+    "size-limit": (
+        {"volumes": [{"name": "v", "emptyDir": {"sizeLimit": "lots"}}]},
+        "quantity",
+    ),
 }
 
 
@@ -189,6 +233,19 @@ def test_a_full_runtime_reads() -> None:
             {"key": "k", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 9},
         ],
         "imagePullSecrets": [{"name": "creds"}],
+        "volumes": [
+            {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}},
+            {"name": "cfg", "configMap": {"name": "agent-config", "optional": True}},
+            {"name": "key", "secret": {"secretName": "agent-key"}},
+            {"name": "ws", "persistentVolumeClaim": {"claimName": "ws", "readOnly": False}},
+        ],
+        "volumeMounts": [
+            {"name": "tmp", "mountPath": "/scratch"},
+            {"name": "cfg", "mountPath": "/etc/agent", "readOnly": True},
+            {"name": "key", "mountPath": "/var/run/secrets/agent", "readOnly": True},
+            {"name": "ws", "mountPath": "/work", "subPath": "coder"},
+            {"name": "ws", "mountPath": "/var/run/binderyx"},
+        ],
     }
     spec = AgentSpecSpec.model_validate({"runtime": runtime})
     assert spec.runtime is not None
