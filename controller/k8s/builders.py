@@ -212,8 +212,8 @@ def _container_security(runtime: Runtime) -> dict[str, Any]:
 
 def _container_settings(runtime: Runtime) -> dict[str, Any]:
     out: dict[str, Any] = {"securityContext": _container_security(runtime)}
-    if resources := _wire(runtime.resources):
-        out["resources"] = {k: v for k, v in resources.items() if v}
+    if resources := {k: v for k, v in _wire(runtime.resources).items() if v}:
+        out["resources"] = resources
     return out
 
 

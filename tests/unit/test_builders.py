@@ -438,6 +438,16 @@ def test_volumes_follow_the_bindings_volume() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    "empty",
+    [{"resources": {}}, {"resources": {"requests": {}}}, {"securityContext": {}}],
+    ids=json.dumps,
+)
+def test_empty_settings_render_as_absent(empty: dict[str, Any]) -> None:
+    """Same pod as without them, as their trajectory hash is the same (test_launch.py)."""
+    assert pod_of(Runtime.model_validate({"image": "img", **empty})) == pod_of(Runtime(image="img"))
+
+
 def test_integer_quantities_stay_integers() -> None:
     runtime = Runtime.model_validate({"image": "img", "resources": {"limits": {"cpu": 2}}})
     assert pod_of(runtime)["containers"][0]["resources"] == {"limits": {"cpu": 2}}
