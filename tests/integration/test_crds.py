@@ -1071,3 +1071,24 @@ def test_kubectl_explain_teaches_the_model(cluster: Cluster, crds: list[str]) ->
         explained = explain(path)
         assert "DESCRIPTION:" in explained
         assert "<empty>" not in explained, f"{path} has no description"
+    runtime = explain("agentspec.spec.runtime")
+    for shown in (
+        "resources <Object>",
+        "securityContext <Object>",
+        "containerSecurityContext <Object>",
+        "serviceAccountName <string>",
+        "automountServiceAccountToken <boolean>",
+        "nodeSelector <map[string]string>",
+        "tolerations <[]Object>",
+        "imagePullSecrets <[]Object>",
+        "volumes <[]Object>",
+        "volumeMounts <[]Object>",
+    ):
+        assert shown in runtime, shown
+    security = explain("agentspec.spec.runtime.securityContext")
+    assert "Pod Security restricted" in security
+    assert "runAsNonRoot true, seccompProfile RuntimeDefault" in security
+    assert "no token mounted" in explain("agentspec.spec.runtime.serviceAccountName")
+    assert "No hostPath" in explain("agentspec.spec.runtime.volumes")
+    assert "percent-encoded" in explain("resource.spec.uri")
+    assert "label-key rule" in explain("resource.spec.attributes")
