@@ -250,3 +250,10 @@ def test_a_full_runtime_reads() -> None:
     spec = AgentSpecSpec.model_validate({"runtime": runtime})
     assert spec.runtime is not None
     assert spec.runtime.model_dump(by_alias=True, exclude_defaults=True) == runtime
+
+
+def test_the_fast_path_agrees_with_the_character_set() -> None:
+    """Every code point below U+0100, one at a time: accepted exactly when in 0x21..0x7E."""
+    for code in range(0x100):
+        accepted = rules.ascii_problem("uri", f"x:{chr(code)}") is None
+        assert accepted == (0x21 <= code <= 0x7E), hex(code)
