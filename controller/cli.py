@@ -5,6 +5,7 @@ bindery cluster up|down|env       a local control plane for development, no clus
 bindery render FILE.kdl ...       Agent Spec KDL -> AgentSpec manifests
 bindery export FILE.yaml ...      AgentSpec manifests -> KDL
 bindery import-tool FILE.yaml     a tool with snake_case resource_slots -> Tool manifest
+bindery uri-encode URI ...        a URI as the CRDs accept it: non-ASCII percent-encoded
 """
 
 from __future__ import annotations
@@ -75,6 +76,19 @@ def _run(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         log_level=args.log_level,
     )
+
+
+def _uri_encode(args: argparse.Namespace) -> int:
+    from controller.domain.rules import percent_encoded, uri_problem
+
+    status = 0
+    for uri in args.uri:
+        encoded = percent_encoded(uri)
+        print(encoded)
+        if why := uri_problem(encoded):
+            print(f"error: {why}", file=sys.stderr)
+            status = 1
+    return status
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -148,6 +162,19 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument(
                 "--port", type=int, default=None, help="kube-apiserver port (default: a free one)"
             )
+
+    encode = sub.add_parser(
+        "uri-encode",
+        help="percent-encode URIs as Resource spec.uri accepts them (RFC 3986: printable ASCII)",
+        description=(
+            "Print each URI with every character outside printable ASCII (spaces, control, "
+            "invisible and non-ASCII letters) replaced by the %%XX of its UTF-8 bytes; '%%' is "
+            "kept, so an encoded URI prints unchanged. Exit 1 if a result is still no URI "
+            "(no scheme, longer than 2048 bytes)."
+        ),
+    )
+    encode.add_argument("uri", nargs="+", help="a URI, e.g. 'github-issue://example/café'")
+    encode.set_defaults(func=_uri_encode)
 
     from controller.authoring.cli import register
 

@@ -11,7 +11,12 @@ from typing import Any
 
 from controller.authoring.errors import AuthoringError, Pos, Problems
 from controller.authoring.kdl import read_agents, to_kdl
-from controller.authoring.manifests import AGENT_KIND, agent_manifest, check_agent
+from controller.authoring.manifests import (
+    AGENT_KIND,
+    agent_manifest,
+    check_agent,
+    check_expressible_in_kdl,
+)
 from controller.authoring.yamlpos import Located, load
 from controller.domain.models import AgentSpecSpec
 
@@ -20,9 +25,12 @@ Source = tuple[str, str]
 
 
 def _checked(
-    docs: Iterable[Located], problems: Problems
+    docs: Iterable[Located], problems: Problems, *, to_kdl: bool = False
 ) -> list[tuple[dict[str, Any], AgentSpecSpec]]:
-    """Check each manifest, and that no two define the same agent (namespace and name)."""
+    """Check each manifest, and that no two define the same agent (namespace and name).
+
+    ``to_kdl``: also that KDL can say everything the manifest says.
+    """
     out: list[tuple[dict[str, Any], AgentSpecSpec]] = []
     first: dict[tuple[str, str], tuple[str, Pos]] = {}
     for doc in docs:
@@ -30,6 +38,8 @@ def _checked(
         if checked is None:
             continue
         metadata, spec = checked
+        if to_kdl and not check_expressible_in_kdl(doc, spec, problems):
+            continue
         key = (metadata.get("namespace", ""), metadata["name"])
         if key in first:
             file, pos = first[key]
@@ -86,6 +96,6 @@ def export(sources: Iterable[Source]) -> str:
             docs.extend(agent_documents(text, file))
         except AuthoringError as exc:
             problems.extend(exc.diagnostics)
-    agents = _checked(docs, problems)
+    agents = _checked(docs, problems, to_kdl=True)
     problems.raise_if_any()
     return "\n".join(to_kdl(metadata, spec) for metadata, spec in agents)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import unicodedata
 from collections.abc import Iterable
 from typing import Any
 
@@ -19,7 +18,8 @@ from pydantic import BaseModel, ValidationError
 
 from controller.authoring.errors import Problems, q
 from controller.authoring.yamlpos import Located
-from controller.domain.models import API_VERSION, WORK_ROLE, AgentSpecSpec
+from controller.domain.models import API_VERSION, RULE_ERROR, WORK_ROLE, AgentSpecSpec, Runtime
+from controller.domain.rules import param_problem, uri_problem
 
 AGENT_KIND = "AgentSpec"
 TOOL_KIND = "Tool"
@@ -32,7 +32,6 @@ DNS_LABEL = re.compile(_DNS_LABEL)
 IDENTIFIER = re.compile(r"[a-z][a-z0-9_-]*")
 ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
 _QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
-URI_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 
 SUBDOMAIN_RULE = (
     "a DNS-1123 subdomain: lowercase letters, digits, '-' and '.', "
@@ -47,8 +46,6 @@ IDENTIFIER_RULE = (
     "at most 63 characters"
 )
 TYPE_RULE = f"a ResourceType name, {LABEL_RULE}"
-_FORBIDDEN_IN_URI = {"Cc", "Cf", "Zs", "Zl", "Zp"}  # the CRD's [\p{Cc}\p{Cf}\p{Z}]
-URI_MAX = 2048
 INT64_MAX = 2**63 - 1
 
 
@@ -92,25 +89,6 @@ def label_value_problem(value: str) -> str | None:
     )
 
 
-def uri_problem(uri: str) -> str | None:
-    """Why ``uri`` cannot be a resource identity, or None. URIs are never normalized."""
-    if not uri:
-        return "expected a URI such as github-issue://example/project/123, found an empty string"
-    if any(unicodedata.category(c) in _FORBIDDEN_IN_URI for c in uri):
-        return (
-            f"uri {q(uri)} contains whitespace or a control character: expected a URI without "
-            "them (percent-encode a space as %20)"
-        )
-    if len(uri) > URI_MAX:
-        return f"uri is {len(uri)} characters long: expected at most {URI_MAX}"
-    if not URI_SCHEME.match(uri):
-        return (
-            f"uri {q(uri)} has no scheme: expected SCHEME:..., such as "
-            "github-issue://example/project/123"
-        )
-    return None
-
-
 def dotted(path: Iterable[str | int]) -> str:
     out = ""
     for part in path:
@@ -138,7 +116,9 @@ def validate_model(
         for err in exc.errors():
             path = (*prefix, *err["loc"])
             where = doc.key_at(*path) if err["type"] == "extra_forbidden" else doc.at(*path)
-            problems.add(doc.file, where, f"{dotted(path)}: {err['msg']}")
+            # A rule's message names the value and the fix; others need the field's path.
+            message = err["msg"] if err["type"] == RULE_ERROR else f"{dotted(path)}: {err['msg']}"
+            problems.add(doc.file, where, message)
         return None
 
 
@@ -299,13 +279,8 @@ def _check_tools(doc: Located, who: str, spec: AgentSpecSpec, problems: Problems
                     doc.key_at(*at, "params", slot),
                     f"param {q(slot)} is not a slot name: expected {IDENTIFIER_RULE}",
                 )
-            if not value or len(value) > URI_MAX or any(c.isspace() for c in value):
-                problems.add(
-                    doc.file,
-                    doc.at(*at, "params", slot),
-                    f"param {q(slot)} is {q(value)}: expected a Resource name, namespace/name, "
-                    "uid or URI, without whitespace",
-                )
+            if why := param_problem(value):
+                problems.add(doc.file, doc.at(*at, "params", slot), f"param {q(slot)}: {why}")
 
 
 def _check_selector(doc: Located, spec: AgentSpecSpec, problems: Problems) -> None:
@@ -364,6 +339,29 @@ def _check_runtime(doc: Located, spec: AgentSpecSpec, problems: Problems) -> Non
             )
         else:
             names[var.name] = i
+
+
+KDL_RUNTIME_FIELDS = frozenset({"image", "command", "args", "env", "model", "instructions"})
+"""What the KDL ``runtime`` node can say; pod settings stay in YAML for now."""
+
+
+def check_expressible_in_kdl(doc: Located, spec: AgentSpecSpec, problems: Problems) -> bool:
+    """Whether KDL can carry the whole spec; each field it cannot is a problem, never dropped."""
+    if spec.runtime is None:
+        return True
+    ok = True
+    for field in sorted(spec.runtime.model_fields_set):
+        alias = Runtime.model_fields[field].alias or field
+        if alias in KDL_RUNTIME_FIELDS:
+            continue
+        ok = False
+        problems.add(
+            doc.file,
+            doc.key_at("spec", "runtime", alias),
+            f"spec.runtime.{alias} has no KDL form: exporting would drop it; keep this agent "
+            "in YAML, or remove the field before exporting",
+        )
+    return ok
 
 
 def _check_limits(doc: Located, spec: AgentSpecSpec, problems: Problems) -> None:

@@ -17,9 +17,30 @@ from controller.domain.models import Runtime
 
 
 def trajectory_hash(runtime: Runtime) -> str:
-    """A stable content hash of a runtime: sha256 of its canonical JSON (sorted keys, defaults)."""
+    """A stable content hash of a runtime: sha256 of its canonical JSON (sorted keys, defaults).
+
+    The fields of the first runtime shape (image, command, args, env, model, instructions) are
+    always hashed, defaults included; every field added since is hashed only when set to
+    something other than its default. A runtime that uses no newer field therefore keeps the
+    hash it had before the field existed, so upgrading the controller shows no drift.
+    """
+
+    def pruned(value: dict[str, object]) -> dict[str, object]:
+        """``value`` without empty mappings (``securityContext: {}`` is no setting at all)."""
+        out: dict[str, object] = {}
+        for key, item in value.items():
+            kept = pruned(item) if isinstance(item, dict) else item
+            if kept != {}:
+                out[key] = kept
+        return out
+
+    original = {"image", "command", "args", "env", "model", "instructions"}
+    everything = runtime.model_dump(mode="json", by_alias=True)
+    newer = runtime.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+    hashed = {k: v for k, v in everything.items() if k in original}
+    hashed |= {k: v for k, v in pruned(newer).items() if k not in original}
     canonical = json.dumps(
-        runtime.model_dump(mode="json", by_alias=True),
+        hashed,
         sort_keys=True,
         separators=(",", ":"),
         ensure_ascii=False,

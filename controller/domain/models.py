@@ -7,11 +7,15 @@ from drifting. Models carry no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
+
+from controller.domain import rules
 
 GROUP = "bindery.dev"
 VERSION = "v1alpha1"
@@ -19,6 +23,42 @@ API_VERSION = f"{GROUP}/{VERSION}"
 
 WORK_ROLE = "work"
 """The binding name whose URI is held by at most one agent at a time."""
+
+
+def _rule(check: Callable[[str], str | None]) -> AfterValidator:
+    """A validator that applies one of ``rules``; its message is the rule's, verbatim."""
+
+    def validate(value: str) -> str:
+        if why := check(value):
+            raise PydanticCustomError(RULE_ERROR, why)
+        return value
+
+    return AfterValidator(validate)
+
+
+def _keys(check: Callable[[str], str | None]) -> AfterValidator:
+    """A validator that applies one of ``rules`` to every key of a mapping."""
+
+    def validate(value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if why := check(key):
+                raise PydanticCustomError(RULE_ERROR, why)
+        return value
+
+    return AfterValidator(validate)
+
+
+RULE_ERROR = "bindery_rule"
+"""The pydantic error type of a ``rules`` violation: its message names the value and the fix."""
+
+Uri = Annotated[str, _rule(rules.uri_problem)]
+"""A resource identity: printable ASCII (RFC 3986), a scheme, at most 2048 bytes."""
+
+ParamValue = Annotated[str, _rule(rules.param_problem)]
+"""A Resource name, namespace/name, uid or URI: printable ASCII, at most 2048 bytes."""
+
+Attributes = Annotated[dict[str, str], _keys(rules.attribute_key_problem)]
+"""Resource attributes: keys follow the label-key rule."""
 
 
 class WireModel(BaseModel):
@@ -65,9 +105,9 @@ class ResourceTypeSpec(WireModel):
 
 class ResourceSpec(WireModel):
     type: str
-    uri: str
+    uri: Uri
     alias: str | None = None
-    attributes: dict[str, str] = Field(default_factory=dict)
+    attributes: Attributes = Field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------------------------
@@ -96,12 +136,12 @@ class ToolSpec(WireModel):
 class DirectBinding(WireModel):
     name: str
     tag: str
-    uri: str
+    uri: Uri
 
 
 class ToolUse(WireModel):
     name: str
-    params: dict[str, str] = Field(default_factory=dict)
+    params: dict[str, ParamValue] = Field(default_factory=dict)
 
 
 class LabelSelectorRequirement(WireModel):
@@ -120,6 +160,169 @@ class EnvVar(WireModel):
     value: str = ""
 
 
+Quantity = Annotated[int | str, _rule(rules.quantity_problem)]
+"""A Kubernetes resource quantity, e.g. 500m, 2Gi or 1."""
+
+Id = Annotated[int, Field(ge=0)]
+"""A user or group id."""
+
+
+def _seccomp_localhost(profile: SeccompProfile) -> SeccompProfile:
+    if (profile.type == "Localhost") != (profile.localhost_profile is not None):
+        raise PydanticCustomError(
+            RULE_ERROR,
+            "seccompProfile: localhostProfile is required for type Localhost and only "
+            "allowed with it",
+        )
+    return profile
+
+
+def _no_escalation_when_privileged(context: ContainerSecurityContext) -> ContainerSecurityContext:
+    if context.privileged and context.allow_privilege_escalation is False:
+        raise PydanticCustomError(
+            RULE_ERROR,
+            "containerSecurityContext: allowPrivilegeEscalation cannot be false when privileged "
+            "is true (a privileged container can always escalate); leave it unset",
+        )
+    return context
+
+
+def _toleration(t: Toleration) -> Toleration:
+    exists = t.operator == "Exists"
+    if not t.key and not exists:
+        raise PydanticCustomError(
+            RULE_ERROR,
+            "toleration: a toleration without a key must have operator Exists (it then "
+            "tolerates every taint)",
+        )
+    if exists and t.value:
+        raise PydanticCustomError(
+            RULE_ERROR, "toleration: value must be empty when operator is Exists"
+        )
+    if t.toleration_seconds is not None and t.effect != "NoExecute":
+        raise PydanticCustomError(
+            RULE_ERROR, "toleration: tolerationSeconds is only allowed with effect NoExecute"
+        )
+    return t
+
+
+class ResourceRequirements(WireModel):
+    requests: Annotated[dict[str, Quantity], _keys(rules.resource_name_problem)] = Field(
+        default_factory=dict
+    )
+    limits: Annotated[dict[str, Quantity], _keys(rules.resource_name_problem)] = Field(
+        default_factory=dict
+    )
+
+
+class SeccompProfile(WireModel):
+    type: Literal["RuntimeDefault", "Localhost", "Unconfined"]
+    localhost_profile: str | None = None
+
+
+class PodSecurityContext(WireModel):
+    """The session pod's securityContext: a subset of the core PodSecurityContext."""
+
+    run_as_user: Id | None = None
+    run_as_group: Id | None = None
+    run_as_non_root: bool | None = None
+    fs_group: Id | None = None
+    fs_group_change_policy: Literal["OnRootMismatch", "Always"] | None = None
+    supplemental_groups: list[Id] | None = None
+    seccomp_profile: Annotated[SeccompProfile, AfterValidator(_seccomp_localhost)] | None = None
+
+
+class Capabilities(WireModel):
+    add: list[str] | None = None
+    drop: list[str] | None = None
+
+
+class ContainerSecurityContext(WireModel):
+    """The session container's securityContext: a subset of the core SecurityContext."""
+
+    run_as_user: Id | None = None
+    run_as_group: Id | None = None
+    run_as_non_root: bool | None = None
+    read_only_root_filesystem: bool | None = None
+    allow_privilege_escalation: bool | None = None
+    privileged: bool | None = None
+    capabilities: Capabilities | None = None
+    seccomp_profile: Annotated[SeccompProfile, AfterValidator(_seccomp_localhost)] | None = None
+
+
+class Toleration(WireModel):
+    key: str | None = None
+    operator: Literal["Exists", "Equal"] | None = None
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    toleration_seconds: int | None = None
+
+
+class LocalObjectReference(WireModel):
+    name: Annotated[str, _rule(lambda v: rules.object_name_problem(v, "Secret"))]
+
+
+class EmptyDirVolumeSource(WireModel):
+    medium: Literal["", "Memory"] | None = None
+    size_limit: Quantity | None = None
+
+
+class ConfigMapVolumeSource(WireModel):
+    name: Annotated[str, _rule(lambda v: rules.object_name_problem(v, "ConfigMap"))]
+    optional: bool | None = None
+
+
+class SecretVolumeSource(WireModel):
+    secret_name: Annotated[str, _rule(lambda v: rules.object_name_problem(v, "Secret"))]
+    optional: bool | None = None
+
+
+class PersistentVolumeClaimVolumeSource(WireModel):
+    claim_name: Annotated[
+        str, _rule(lambda v: rules.object_name_problem(v, "PersistentVolumeClaim"))
+    ]
+    read_only: bool | None = None
+
+
+class Volume(WireModel):
+    """A volume of the session pod: only kinds that stay inside the namespace (no hostPath)."""
+
+    name: Annotated[str, _rule(rules.volume_name_problem)]
+    empty_dir: EmptyDirVolumeSource | None = None
+    config_map: ConfigMapVolumeSource | None = None
+    secret: SecretVolumeSource | None = None
+    persistent_volume_claim: PersistentVolumeClaimVolumeSource | None = None
+
+
+def _one_source(volume: Volume) -> Volume:
+    sources = [volume.empty_dir, volume.config_map, volume.secret, volume.persistent_volume_claim]
+    if sum(s is not None for s in sources) != 1:
+        raise PydanticCustomError(
+            RULE_ERROR,
+            f"volume {rules.shown(volume.name)}: expected exactly one of emptyDir, configMap, "
+            "secret or persistentVolumeClaim",
+        )
+    return volume
+
+
+class VolumeMount(WireModel):
+    name: str
+    mount_path: Annotated[str, _rule(rules.mount_path_problem)]
+    read_only: bool | None = None
+    sub_path: Annotated[str, _rule(rules.sub_path_problem)] | None = None
+
+
+def _service_account_problem(value: str) -> str | None:
+    return rules.object_name_problem(value, "ServiceAccount") if value else None
+
+
+def _label_values(value: dict[str, str]) -> dict[str, str]:
+    for v in value.values():
+        if why := rules.label_value_problem(v):
+            raise PydanticCustomError(RULE_ERROR, f"nodeSelector: {why}")
+    return value
+
+
 class Runtime(WireModel):
     image: str
     command: list[str] = Field(default_factory=list)
@@ -127,6 +330,40 @@ class Runtime(WireModel):
     env: list[EnvVar] = Field(default_factory=list)
     model: str = ""
     instructions: str = ""
+    # Pod settings (none of them is part of the hash while unset: see launch.trajectory_hash).
+    resources: ResourceRequirements | None = None
+    security_context: PodSecurityContext | None = None
+    container_security_context: (
+        Annotated[ContainerSecurityContext, AfterValidator(_no_escalation_when_privileged)] | None
+    ) = None
+    service_account_name: Annotated[str, _rule(_service_account_problem)] = ""
+    automount_service_account_token: bool | None = None
+    node_selector: Annotated[
+        dict[str, str], _keys(rules.node_selector_key_problem), AfterValidator(_label_values)
+    ] = Field(default_factory=dict)
+    tolerations: list[Annotated[Toleration, AfterValidator(_toleration)]] = Field(
+        default_factory=list
+    )
+    image_pull_secrets: list[LocalObjectReference] = Field(default_factory=list)
+    volumes: list[Annotated[Volume, AfterValidator(_one_source)]] = Field(default_factory=list)
+    volume_mounts: list[VolumeMount] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _mounts_name_volumes(self) -> Runtime:
+        names = {v.name for v in self.volumes}
+        paths = [m.mount_path for m in self.volume_mounts]
+        if len(names) != len(self.volumes) or len(set(paths)) != len(paths):
+            raise PydanticCustomError(
+                RULE_ERROR, "volumes and volumeMounts: expected each name and mountPath once"
+            )
+        for mount in self.volume_mounts:
+            if mount.name not in names:
+                raise PydanticCustomError(
+                    RULE_ERROR,
+                    f"volumeMounts: {rules.shown(mount.mount_path)} mounts volume "
+                    f"{rules.shown(mount.name)}, which spec.runtime.volumes does not define",
+                )
+        return self
 
 
 class AgentSpecSpec(WireModel):

@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from controller.domain import rules
 from controller.domain.delivery import BINDINGS_FILE
-from controller.domain.models import API_VERSION, AgentObject, Runtime
+from controller.domain.models import API_VERSION, AgentObject, Runtime, WireModel
 from controller.domain.work import hold_name
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
@@ -24,7 +25,8 @@ LAUNCH_GENERATION_ANNOTATION = "bindery.dev/launch-generation"
 TRAJECTORY_HASH_ANNOTATION = "bindery.dev/trajectory-hash"
 LAUNCHED_AT_ANNOTATION = "bindery.dev/launched-at"
 
-BINDINGS_MOUNT = "/var/run/bindery"
+BINDINGS_MOUNT = rules.BINDINGS_MOUNT
+BINDINGS_VOLUME = rules.BINDINGS_VOLUME
 BINDINGS_ENV = "BINDERY_BINDINGS_FILE"
 
 
@@ -120,7 +122,7 @@ def session_workload(
         "name": "agent",
         "image": runtime.image,
         "env": env,
-        "volumeMounts": [{"name": "bindings", "mountPath": BINDINGS_MOUNT, "readOnly": True}],
+        "volumeMounts": [{"name": BINDINGS_VOLUME, "mountPath": BINDINGS_MOUNT, "readOnly": True}],
     }
     if runtime.command:
         container["command"] = list(runtime.command)
@@ -130,13 +132,15 @@ def session_workload(
         "containers": [container],
         "volumes": [
             {
-                "name": "bindings",
+                "name": BINDINGS_VOLUME,
                 "configMap": {"name": bindings_config_map_name(agent.meta.name)},
             }
         ],
     }
-    if service_account:
-        pod_spec["serviceAccountName"] = service_account
+    pod_spec.update(_pod_settings(runtime, service_account))
+    container.update(_container_settings(runtime))
+    pod_spec["volumes"] += [_wire(v) for v in runtime.volumes]
+    container["volumeMounts"] += [_wire(m) for m in runtime.volume_mounts]
     annotations = {
         LAUNCH_GENERATION_ANNOTATION: str(launch_generation),
         TRAJECTORY_HASH_ANNOTATION: trajectory_hash,
@@ -164,6 +168,87 @@ def session_workload(
             },
         },
     }
+
+
+RESTRICTED_POD_SECURITY: dict[str, Any] = {
+    "runAsNonRoot": True,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+"""The pod securityContext every session starts from: Pod Security ``restricted``."""
+
+RESTRICTED_CONTAINER_SECURITY: dict[str, Any] = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+}
+"""The container securityContext every session starts from: Pod Security ``restricted``."""
+
+_ESCALATING_CAPABILITIES = {"SYS_ADMIN", "CAP_SYS_ADMIN"}
+
+
+def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` merged into ``base``: mappings merge key by key, anything else replaces."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merged(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _wire(model: WireModel | None) -> dict[str, Any]:
+    return {} if model is None else model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _container_security(runtime: Runtime) -> dict[str, Any]:
+    """The restricted defaults with the runtime's settings merged over them.
+
+    ``allowPrivilegeEscalation: false`` is a default only: the API server refuses it next to
+    ``privileged: true`` or an added SYS_ADMIN, so it is left out there unless the user set it.
+    """
+    user = _wire(runtime.container_security_context)
+    base = dict(RESTRICTED_CONTAINER_SECURITY)
+    added = set((user.get("capabilities") or {}).get("add") or [])
+    if user.get("privileged") or added & _ESCALATING_CAPABILITIES:
+        del base["allowPrivilegeEscalation"]
+    return _merged(base, user)
+
+
+def _container_settings(runtime: Runtime) -> dict[str, Any]:
+    out: dict[str, Any] = {"securityContext": _container_security(runtime)}
+    if resources := {k: v for k, v in _wire(runtime.resources).items() if v}:
+        out["resources"] = resources
+    return out
+
+
+def _pod_settings(runtime: Runtime, service_account: str) -> dict[str, Any]:
+    """Pod-level settings: security, identity and scheduling.
+
+    The ServiceAccount is the runtime's, else the installation's (``service_account``). Its
+    token is mounted only when one of them names a ServiceAccount (and then as that
+    ServiceAccount says, unless the runtime says otherwise); a session that names none runs as
+    the namespace's ``default`` ServiceAccount with no token, so it holds no API credentials.
+    """
+    out: dict[str, Any] = {
+        "securityContext": _merged(RESTRICTED_POD_SECURITY, _wire(runtime.security_context))
+    }
+    account = runtime.service_account_name or service_account
+    if account:
+        out["serviceAccountName"] = account
+    automount = runtime.automount_service_account_token
+    if automount is None and not account:
+        automount = False
+    if automount is not None:
+        out["automountServiceAccountToken"] = automount
+    if runtime.node_selector:
+        out["nodeSelector"] = dict(runtime.node_selector)
+    if runtime.tolerations:
+        out["tolerations"] = [
+            t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in runtime.tolerations
+        ]
+    if runtime.image_pull_secrets:
+        out["imagePullSecrets"] = [{"name": r.name} for r in runtime.image_pull_secrets]
+    return out
 
 
 def launched_from(workload: dict[str, Any]) -> tuple[int, str, str] | None:

@@ -232,7 +232,10 @@ def _without(d: dict[str, Any], key: str) -> dict[str, Any]:
 NOT_LABEL = "must be a ResourceType name: a DNS-1123 label"
 NOT_IDENT = "must be an identifier: a lowercase letter"
 NO_SCHEME = "must start with a URI scheme and ':'"
-WHITESPACE = "must not contain whitespace or control characters"
+NOT_ASCII = "must be printable ASCII without spaces or control characters"
+NOT_PARAM = "must be a Resource name, namespace/name, uid or URI: printable"
+TOO_MANY_BYTES = "must be at most 2048 bytes long"
+NOT_ATTRIBUTE_KEY = "attribute keys must follow the label-key rule"
 REQUIRED = "Required value"
 EMPTY = "should be at least 1 chars long"
 TOO_LONG = "Too long: may not be more than"
@@ -242,6 +245,11 @@ UNSUPPORTED = "Unsupported value"
 BAD_SCHEME = "must be a lowercase URI scheme name"
 
 LONG_URI = "https://example.com/" + "a" * (URI_LIMIT - len("https://example.com/") + 1)
+# 2,048 characters (so within maxLength, which counts characters) but 8,168 bytes.
+EMOJI_URI = "https://" + "\N{GRINNING FACE}" * (URI_LIMIT - len("https://"))
+HANGUL_FILLER_URI = "github-issue://example/p/1\u3164"  # invisible
+BRAILLE_BLANK_URI = "github-issue://example/\u2800p/1"  # invisible
+LOOKALIKE_URI = "github-issue://example/t\u0430sk/1"  # Cyrillic a: looks like .../task/1
 
 
 def _resource(**spec: Any) -> dict[str, Any]:
@@ -255,6 +263,62 @@ def _tool(*slots: dict[str, Any]) -> dict[str, Any]:
 
 def _agent(**spec: Any) -> dict[str, Any]:
     return obj("AgentSpec", "a", spec)
+
+
+def _runtime(**runtime: Any) -> dict[str, Any]:
+    return _agent(runtime={"image": "registry.example.com/agent:1", **runtime})
+
+
+FULL_RUNTIME: dict[str, Any] = {
+    "image": "registry.example.com/agent:1",
+    "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"cpu": 2}},
+    "securityContext": {
+        "runAsUser": 10001,
+        "runAsGroup": 10001,
+        "runAsNonRoot": True,
+        "fsGroup": 10001,
+        "fsGroupChangePolicy": "OnRootMismatch",
+        "supplementalGroups": [20000],
+        "seccompProfile": {"type": "Localhost", "localhostProfile": "profiles/agent.json"},
+    },
+    "containerSecurityContext": {
+        "runAsUser": 10002,
+        "runAsGroup": 10002,
+        "runAsNonRoot": True,
+        "readOnlyRootFilesystem": True,
+        "allowPrivilegeEscalation": False,
+        "privileged": False,
+        "capabilities": {"add": ["NET_BIND_SERVICE"], "drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    },
+    "serviceAccountName": "agent-runner",
+    "automountServiceAccountToken": True,
+    "nodeSelector": {"kubernetes.io/arch": "arm64", "pool": "agents"},
+    "tolerations": [
+        {"key": "dedicated", "operator": "Equal", "value": "agents", "effect": "NoSchedule"},
+        {
+            "key": "node.kubernetes.io/unreachable",
+            "operator": "Exists",
+            "effect": "NoExecute",
+            "tolerationSeconds": 30,
+        },
+        {"operator": "Exists"},
+    ],
+    "imagePullSecrets": [{"name": "registry-creds"}, {"name": "mirror-creds"}],
+    "volumes": [
+        {"name": "scratch", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}},
+        {"name": "config", "configMap": {"name": "agent-config", "optional": True}},
+        {"name": "key", "secret": {"secretName": "agent-key", "optional": False}},
+        {"name": "workspace", "persistentVolumeClaim": {"claimName": "ws", "readOnly": False}},
+    ],
+    "volumeMounts": [
+        {"name": "scratch", "mountPath": "/scratch"},
+        {"name": "config", "mountPath": "/etc/agent", "readOnly": True},
+        {"name": "key", "mountPath": "/var/run/secrets/agent", "readOnly": True},
+        {"name": "workspace", "mountPath": "/work", "subPath": "coder"},
+        {"name": "workspace", "mountPath": "/var/run/binderyx"},
+    ],
+}
 
 
 def _rtype(name: str = "case-rejected", **spec: Any) -> dict[str, Any]:
@@ -307,13 +371,20 @@ INVALID: list[Case] = [
     Case("resource-uri-no-scheme", _resource(uri="example.com/repo"), "spec.uri", NO_SCHEME),
     Case("resource-uri-relative", _resource(uri="/srv/repo"), "spec.uri", NO_SCHEME),
     Case("resource-uri-bad-scheme", _resource(uri="1git://example/repo"), "spec.uri", NO_SCHEME),
-    Case("resource-uri-space", _resource(uri="file:///my repo"), "spec.uri", WHITESPACE),
-    Case("resource-uri-newline", _resource(uri="file:///repo\n"), "spec.uri", WHITESPACE),
-    Case("resource-uri-tab", _resource(uri="file:///re\tpo"), "spec.uri", WHITESPACE),
-    Case("resource-uri-nul", _resource(uri="file:///re\x00po"), "spec.uri", WHITESPACE),
-    Case("resource-uri-del", _resource(uri="file:///re\x7fpo"), "spec.uri", WHITESPACE),
-    Case("resource-uri-nbsp", _resource(uri="file:///re\u00a0po"), "spec.uri", WHITESPACE),
-    Case("resource-uri-zero-width", _resource(uri="file:///re\u200bpo"), "spec.uri", WHITESPACE),
+    Case("resource-uri-space", _resource(uri="file:///my repo"), "spec.uri", NOT_ASCII),
+    Case("resource-uri-newline", _resource(uri="file:///repo\n"), "spec.uri", NOT_ASCII),
+    Case("resource-uri-tab", _resource(uri="file:///re\tpo"), "spec.uri", NOT_ASCII),
+    Case("resource-uri-nul", _resource(uri="file:///re\x00po"), "spec.uri", NOT_ASCII),
+    Case("resource-uri-del", _resource(uri="file:///re\x7fpo"), "spec.uri", NOT_ASCII),
+    Case("resource-uri-nbsp", _resource(uri="file:///re\u00a0po"), "spec.uri", NOT_ASCII),
+    Case("resource-uri-zero-width", _resource(uri="file:///re\u200bpo"), "spec.uri", NOT_ASCII),
+    Case("resource-uri-bidi-override", _resource(uri="file:///\u202eop"), "spec.uri", NOT_ASCII),
+    Case("resource-uri-hangul-filler", _resource(uri=HANGUL_FILLER_URI), "spec.uri", NOT_ASCII),
+    Case("resource-uri-braille-blank", _resource(uri=BRAILLE_BLANK_URI), "spec.uri", NOT_ASCII),
+    Case("resource-uri-cyrillic-lookalike", _resource(uri=LOOKALIKE_URI), "spec.uri", NOT_ASCII),
+    Case("resource-uri-latin-1", _resource(uri="file:///caf\u00e9"), "spec.uri", NOT_ASCII),
+    Case("resource-uri-emoji-chars", _resource(uri=EMOJI_URI), "spec.uri", NOT_ASCII),
+    Case("resource-uri-emoji-bytes", _resource(uri=EMOJI_URI), "spec.uri", TOO_MANY_BYTES),
     Case("resource-uri-too-long", _resource(uri=LONG_URI), "spec.uri", TOO_LONG),
     Case("resource-type-not-label", _resource(type="Git_Checkout"), "spec.type", NOT_LABEL),
     Case("resource-type-too-long", _resource(type="a" * 64), "spec.type", TOO_LONG),
@@ -322,8 +393,22 @@ INVALID: list[Case] = [
          "spec.attributes", TOO_MANY),
     Case("resource-attribute-value-too-long", _resource(attributes={"k": "v" * 4097}),
          "spec.attributes.k", TOO_LONG),
-    Case("resource-attribute-key-too-long", _resource(attributes={"k" * 254: "v"}),
-         "spec.attributes", "attribute keys must be 1 to 253 characters long"),
+    Case("resource-attribute-key-too-long", _resource(attributes={"k" * 64: "v"}),
+         "spec.attributes", NOT_ATTRIBUTE_KEY),
+    Case("resource-attribute-key-prefix-too-long",
+         _resource(attributes={"a" * 254 + "/k": "v"}), "spec.attributes", NOT_ATTRIBUTE_KEY),
+    Case("resource-attribute-key-empty", _resource(attributes={"": "v"}), "spec.attributes",
+         NOT_ATTRIBUTE_KEY),
+    Case("resource-attribute-key-nul", _resource(attributes={"pass\x00word": "v"}),
+         "spec.attributes", NOT_ATTRIBUTE_KEY),
+    Case("resource-attribute-key-bidi-override", _resource(attributes={"\u202edrowssap": "v"}),
+         "spec.attributes", NOT_ATTRIBUTE_KEY),
+    Case("resource-attribute-key-ansi-escape", _resource(attributes={"\x1b[2Jowner": "v"}),
+         "spec.attributes", NOT_ATTRIBUTE_KEY),
+    Case("resource-attribute-key-space", _resource(attributes={"the owner": "v"}),
+         "spec.attributes", NOT_ATTRIBUTE_KEY),
+    Case("resource-attribute-key-non-ascii", _resource(attributes={"own\u0435r": "v"}),
+         "spec.attributes", NOT_ATTRIBUTE_KEY),
     Case("resource-attribute-value-not-string", _resource(attributes={"n": 1}),
          "spec.attributes.n", "must be of type string"),
     # Tool --------------------------------------------------------------------------------------
@@ -371,9 +456,25 @@ INVALID: list[Case] = [
     Case("agent-binding-uri-no-scheme", _agent(resources=[_binding(uri="example/p/1")]),
          RES0 + ".uri", NO_SCHEME),
     Case("agent-binding-uri-space", _agent(resources=[_binding(uri="github-issue://a b")]),
-         RES0 + ".uri", WHITESPACE),
+         RES0 + ".uri", NOT_ASCII),
     Case("agent-binding-uri-control", _agent(resources=[_binding(uri="github-issue://a\x1b")]),
-         RES0 + ".uri", WHITESPACE),
+         RES0 + ".uri", NOT_ASCII),
+    Case("agent-binding-uri-hangul-filler", _agent(resources=[_binding(uri=HANGUL_FILLER_URI)]),
+         RES0 + ".uri", NOT_ASCII),
+    Case("agent-binding-uri-braille-blank", _agent(resources=[_binding(uri=BRAILLE_BLANK_URI)]),
+         RES0 + ".uri", NOT_ASCII),
+    Case("agent-binding-uri-cyrillic-lookalike",
+         _agent(resources=[_binding(uri=LOOKALIKE_URI)]), RES0 + ".uri", NOT_ASCII),
+    Case("agent-binding-uri-emoji-bytes", _agent(resources=[_binding(uri=EMOJI_URI)]),
+         RES0 + ".uri", TOO_MANY_BYTES),
+    Case("agent-param-lookalike-uri",
+         _agent(tools=[{"name": "editor", "params": {"target": LOOKALIKE_URI}}]),
+         "spec.tools[0].params[target]", NOT_PARAM),
+    Case("agent-param-space", _agent(tools=[{"name": "editor", "params": {"target": "a b"}}]),
+         "spec.tools[0].params[target]", NOT_PARAM),
+    Case("agent-param-emoji-bytes",
+         _agent(tools=[{"name": "editor", "params": {"target": EMOJI_URI}}]),
+         "spec.tools[0].params[target]", TOO_MANY_BYTES),
     Case("agent-binding-uri-too-long", _agent(resources=[_binding(uri=LONG_URI)]),
          RES0 + ".uri", TOO_LONG),
     Case("agent-second-work-binding",
@@ -423,6 +524,74 @@ INVALID: list[Case] = [
     Case("agent-runtime-instructions-too-long",
          _agent(runtime={"image": "x", "instructions": "x" * 65537}),
          "spec.runtime.instructions", TOO_LONG),
+    Case("agent-runtime-quantity-invalid", _runtime(resources={"limits": {"memory": "1 GB"}}),
+         "spec.runtime.resources.limits.memory", "should match"),
+    Case("agent-runtime-resource-name-invalid", _runtime(resources={"requests": {"CPU!": "1"}}),
+         "spec.runtime.resources.requests", "keys must be resource names"),
+    Case("agent-runtime-run-as-user-negative", _runtime(securityContext={"runAsUser": -1}),
+         "spec.runtime.securityContext.runAsUser", "should be greater than or equal to 0"),
+    Case("agent-runtime-fs-group-policy-unknown",
+         _runtime(securityContext={"fsGroupChangePolicy": "Sometimes"}),
+         "spec.runtime.securityContext.fsGroupChangePolicy", UNSUPPORTED),
+    Case("agent-runtime-seccomp-localhost-without-profile",
+         _runtime(securityContext={"seccompProfile": {"type": "Localhost"}}),
+         "spec.runtime.securityContext.seccompProfile", "localhostProfile is required"),
+    Case("agent-runtime-seccomp-profile-without-localhost",
+         _runtime(containerSecurityContext={
+             "seccompProfile": {"type": "RuntimeDefault", "localhostProfile": "p.json"}}),
+         "spec.runtime.containerSecurityContext.seccompProfile", "localhostProfile is required"),
+    Case("agent-runtime-privileged-without-escalation",
+         _runtime(containerSecurityContext={"privileged": True,
+                                            "allowPrivilegeEscalation": False}),
+         "spec.runtime.containerSecurityContext", "allowPrivilegeEscalation cannot be false"),
+    Case("agent-runtime-service-account-invalid", _runtime(serviceAccountName="Agent SA"),
+         "spec.runtime.serviceAccountName", "must be a ServiceAccount name"),
+    Case("agent-runtime-node-selector-key-invalid",
+         _runtime(nodeSelector={"-bad-": "x"}), "spec.runtime.nodeSelector",
+         "keys must be label keys"),
+    Case("agent-runtime-node-selector-value-invalid",
+         _runtime(nodeSelector={"pool": "a b"}), "spec.runtime.nodeSelector.pool",
+         "should match"),
+    Case("agent-runtime-volume-without-source", _runtime(volumes=[{"name": "v"}]),
+         "spec.runtime.volumes[0]", "must have exactly one of emptyDir"),
+    Case("agent-runtime-volume-two-sources",
+         _runtime(volumes=[{"name": "v", "emptyDir": {}, "secret": {"secretName": "s"}}]),
+         "spec.runtime.volumes[0]", "must have exactly one of emptyDir"),
+    Case("agent-runtime-volume-named-bindings",
+         _runtime(volumes=[{"name": "bindings", "emptyDir": {}}]),
+         "spec.runtime.volumes[0].name", "is reserved for the bindings ConfigMap"),
+    Case("agent-runtime-volume-duplicate",
+         _runtime(volumes=[{"name": "v", "emptyDir": {}}, {"name": "v", "emptyDir": {}}]),
+         "spec.runtime.volumes[1]", DUPLICATE),
+    Case("agent-runtime-mount-of-no-volume",
+         _runtime(volumeMounts=[{"name": "v", "mountPath": "/v"}]),
+         "spec.runtime.volumeMounts", "every mount must name a volume"),
+    Case("agent-runtime-mount-over-bindings",
+         _runtime(volumes=[{"name": "v", "emptyDir": {}}],
+                  volumeMounts=[{"name": "v", "mountPath": "/var/run/bindery/x"}]),
+         "spec.runtime.volumeMounts[0].mountPath", "is where the session reads its bindings"),
+    Case("agent-runtime-mount-relative",
+         _runtime(volumes=[{"name": "v", "emptyDir": {}}],
+                  volumeMounts=[{"name": "v", "mountPath": "work"}]),
+         "spec.runtime.volumeMounts[0].mountPath", "must be an absolute path"),
+    Case("agent-runtime-mount-sub-path-escapes",
+         _runtime(volumes=[{"name": "v", "emptyDir": {}}],
+                  volumeMounts=[{"name": "v", "mountPath": "/v", "subPath": "a/../../etc"}]),
+         "spec.runtime.volumeMounts[0].subPath", "must be a relative path without '..'"),
+    Case("agent-runtime-toleration-no-key-equal",
+         _runtime(tolerations=[{"operator": "Equal", "value": "x"}]),
+         "spec.runtime.tolerations[0]", "a toleration without a key must have operator Exists"),
+    Case("agent-runtime-toleration-exists-with-value",
+         _runtime(tolerations=[{"key": "k", "operator": "Exists", "value": "x"}]),
+         "spec.runtime.tolerations[0].value", "must be empty when operator is Exists"),
+    Case("agent-runtime-toleration-seconds-without-no-execute",
+         _runtime(tolerations=[{"key": "k", "effect": "NoSchedule", "tolerationSeconds": 5}]),
+         "spec.runtime.tolerations[0].tolerationSeconds", "only allowed with effect NoExecute"),
+    Case("agent-runtime-pull-secret-duplicate",
+         _runtime(imagePullSecrets=[{"name": "creds"}, {"name": "creds"}]),
+         "spec.runtime.imagePullSecrets[1]", DUPLICATE),
+    Case("agent-runtime-pull-secret-name-invalid", _runtime(imagePullSecrets=[{"name": "A_B"}]),
+         "spec.runtime.imagePullSecrets[0].name", "must be a Secret name"),
 ]
 # fmt: on
 
@@ -453,7 +622,8 @@ VALID_DOCS = _docs(CASES_DIR / "valid.yaml")
 
 BOUNDARY: list[tuple[str, dict[str, Any]]] = [
     ("uri-at-limit", _resource(uri=LONG_URI[:URI_LIMIT])),
-    ("uri-unicode-and-percent", _resource(uri="file:///caf%C3%A9/caf\u00e9?q=a%20b#x")),
+    ("uri-percent-encoded", _resource(uri="file:///caf%C3%A9/t%D0%B0sk?q=a%20b#x")),
+    ("uri-every-printable-ascii", _resource(uri="x:" + "".join(map(chr, range(0x21, 0x7F))))),
     ("uri-case-and-trailing-slash-kept", _resource(uri="HTTPS://Example.COM/Repo/")),
     ("rtype-name-at-limit", _rtype("a" * 63)),
     (
@@ -467,6 +637,20 @@ BOUNDARY: list[tuple[str, dict[str, Any]]] = [
     ("bindings-at-limit", _agent(resources=[_binding(name=f"b{i}") for i in range(32)])),
     ("binding-uri-at-limit", _agent(resources=[_binding(uri=LONG_URI[:URI_LIMIT])])),
     ("attributes-at-limit", _resource(attributes={f"k{i}": "v" * 4096 for i in range(64)})),
+    (
+        "attribute-keys",
+        _resource(
+            attributes={
+                "branch": "main",
+                "example.com/owner": "a",
+                "A.b_c-9": "",
+                "k" * 63: "v",
+                "a" * 253 + "/" + "k" * 63: "v",
+            }
+        ),
+    ),
+    ("param-at-limit", _agent(tools=[{"name": "e", "params": {"p": LONG_URI[:URI_LIMIT]}}])),
+    ("runtime-full", _agent(runtime=FULL_RUNTIME)),
     ("selector-empty", _agent(resourceSelector={})),
     ("agent-empty", obj("AgentSpec", "a")),
 ]
@@ -891,3 +1075,24 @@ def test_kubectl_explain_teaches_the_model(cluster: Cluster, crds: list[str]) ->
         explained = explain(path)
         assert "DESCRIPTION:" in explained
         assert "<empty>" not in explained, f"{path} has no description"
+    runtime = explain("agentspec.spec.runtime")
+    for shown in (
+        "resources <Object>",
+        "securityContext <Object>",
+        "containerSecurityContext <Object>",
+        "serviceAccountName <string>",
+        "automountServiceAccountToken <boolean>",
+        "nodeSelector <map[string]string>",
+        "tolerations <[]Object>",
+        "imagePullSecrets <[]Object>",
+        "volumes <[]Object>",
+        "volumeMounts <[]Object>",
+    ):
+        assert shown in runtime, shown
+    security = explain("agentspec.spec.runtime.securityContext")
+    assert "Pod Security restricted" in security
+    assert "runAsNonRoot true, seccompProfile RuntimeDefault" in security
+    assert "no token mounted" in explain("agentspec.spec.runtime.serviceAccountName")
+    assert "No hostPath" in explain("agentspec.spec.runtime.volumes")
+    assert "percent-encoded" in explain("resource.spec.uri")
+    assert "label-key rule" in explain("resource.spec.attributes")

@@ -371,8 +371,34 @@ ERRORS: list[tuple[str, str, str]] = [
     (
         "a uri with whitespace",
         'agent "dev" {\n  resource "work" _tag="github-issue" uri="github-issue://a b"\n}\n',
-        'a.kdl:2:43: error: uri "github-issue://a b" contains whitespace or a control '
-        "character: expected a URI without them (percent-encode a space as %20)",
+        'a.kdl:2:43: error: uri "github-issue://a b" contains a space at character 17: '
+        "expected printable ASCII without spaces or control characters (RFC 3986), with every "
+        'other character percent-encoded as its UTF-8 bytes, here "github-issue://a%20b" '
+        "(bindery uri-encode prints the encoded form)",
+    ),
+    (
+        "a uri with a Cyrillic lookalike letter",
+        'agent "dev" {\n  resource "work" _tag="github-issue" uri="github-issue://t\u0430sk"\n}\n',
+        'a.kdl:2:43: error: uri "github-issue://t\\u0430sk" contains U+0430 (CYRILLIC SMALL '
+        "LETTER A) at character 17: expected printable ASCII without spaces or control "
+        "characters (RFC 3986), with every other character percent-encoded as its UTF-8 bytes, "
+        'here "github-issue://t%D0%B0sk" (bindery uri-encode prints the encoded form)',
+    ),
+    (
+        "a uri with an invisible letter",
+        'agent "dev" {\n  resource "work" _tag="github-issue" uri="github-issue://\u3164"\n}\n',
+        'a.kdl:2:43: error: uri "github-issue://\\u3164" contains U+3164 (HANGUL FILLER) at '
+        "character 16: expected printable ASCII without spaces or control characters (RFC "
+        "3986), with every other character percent-encoded as its UTF-8 bytes, here "
+        '"github-issue://%E3%85%A4" (bindery uri-encode prints the encoded form)',
+    ),
+    (
+        "a param with a non-ASCII letter",
+        'agent "dev" {\n  tool "t" {\n    param "dir" "d\u00efr"\n  }\n}\n',
+        'a.kdl:3:17: error: param "d\\u00efr" contains U+00EF (LATIN SMALL LETTER I WITH '
+        "DIAERESIS) at character 2: expected printable ASCII without spaces or control "
+        "characters (RFC 3986), with every other character percent-encoded as its UTF-8 bytes, "
+        'here "d%C3%AFr" (bindery uri-encode prints the encoded form)',
     ),
     (
         "a role that is not an identifier",
@@ -717,6 +743,31 @@ def test_export_errors_have_positions(run: Run) -> None:
         "y.yaml:2:1: error: YAML syntax error: while parsing a flow node expected the node "
         "content, but found '<stream end>'\n"
     )
+
+
+def test_export_refuses_runtime_fields_kdl_cannot_say(run: Run) -> None:
+    """Pod settings have no KDL form yet: export says so rather than silently dropping them."""
+    manifest = (
+        "apiVersion: bindery.dev/v1alpha1\nkind: AgentSpec\nmetadata:\n  name: dev\nspec:\n"
+        "  runtime:\n    image: img\n    securityContext:\n      runAsUser: 1000\n"
+        "    serviceAccountName: runner\n"
+    )
+    assert fails(run, "export", write("r.yaml", manifest)).splitlines() == [
+        "r.yaml:8:5: error: spec.runtime.securityContext has no KDL form: exporting would drop "
+        "it; keep this agent in YAML, or remove the field before exporting",
+        "r.yaml:10:5: error: spec.runtime.serviceAccountName has no KDL form: exporting would "
+        "drop it; keep this agent in YAML, or remove the field before exporting",
+    ]
+
+
+def test_export_reports_a_hostile_uri_with_its_encoded_form(run: Run) -> None:
+    manifest = (
+        "apiVersion: bindery.dev/v1alpha1\nkind: AgentSpec\nmetadata:\n  name: dev\nspec:\n"
+        "  resources:\n    - name: work\n      tag: t\n      uri: gh://t\u0430sk\n"
+    )
+    err = fails(run, "export", write("u.yaml", manifest))
+    assert err.startswith('u.yaml:9:12: error: uri "gh://t\\u0430sk" contains U+0430 (CYRILLIC')
+    assert 'here "gh://t%D0%B0sk"' in err
 
 
 # --------------------------------------------------------------------------------------------

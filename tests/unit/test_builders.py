@@ -90,9 +90,59 @@ def workload(agent: AgentObject = AGENT, **kw: Any) -> dict[str, Any]:
     return builders.session_workload(agent, RUNTIME, **args)
 
 
+FULL_RUNTIME = Runtime.model_validate(
+    {
+        "image": "registry.example.com/agent:2.0",
+        "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"memory": "1Gi"}},
+        "securityContext": {"runAsUser": 10001, "fsGroup": 10001},
+        "containerSecurityContext": {
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"add": ["NET_BIND_SERVICE"]},
+        },
+        "serviceAccountName": "coder-sa",
+        "nodeSelector": {"kubernetes.io/arch": "arm64"},
+        "tolerations": [
+            {"key": "dedicated", "operator": "Equal", "value": "agents", "effect": "NoSchedule"}
+        ],
+        "imagePullSecrets": [{"name": "registry-creds"}],
+        "volumes": [
+            {"name": "workspace", "persistentVolumeClaim": {"claimName": "coder-workspace"}},
+            {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
+        ],
+        "volumeMounts": [
+            {"name": "workspace", "mountPath": "/work"},
+            {"name": "tmp", "mountPath": "/scratch"},
+        ],
+    }
+)
+
+
+def full_workload(**kw: Any) -> dict[str, Any]:
+    args: dict[str, Any] = {
+        "launch_generation": 1,
+        "trajectory_hash": trajectory_hash(FULL_RUNTIME),
+        "launched_at": LAUNCHED_AT,
+    }
+    args.update(kw)
+    return builders.session_workload(AGENT, FULL_RUNTIME, **args)
+
+
+def pod_of(runtime: Runtime, service_account: str = "") -> dict[str, Any]:
+    spec: dict[str, Any] = builders.session_workload(
+        AGENT,
+        runtime,
+        launch_generation=0,
+        trajectory_hash="sha256:x",
+        launched_at="",
+        service_account=service_account,
+    )["spec"]["template"]["spec"]
+    return spec
+
+
 def manifests() -> dict[str, dict[str, Any]]:
     return {
         "session_workload.json": workload(),
+        "session_workload_full_runtime.json": full_workload(),
         "bindings_config_map.json": builders.bindings_config_map(AGENT, RENDERED),
         "work_hold.json": builders.work_hold(AGENT, WORK_URI),
         "event.json": builders.event(
@@ -318,6 +368,143 @@ def test_minimal_runtime_omits_optional_fields() -> None:
     assert "args" not in container
     assert [e["name"] for e in container["env"]] == ["BINDERY_BINDINGS_FILE"]
     assert "serviceAccountName" not in pod
+
+
+# ------------------------------------------------------------------------------- pod security
+
+
+RESTRICTED_POD = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+RESTRICTED_CONTAINER = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+def test_a_runtime_without_settings_passes_pod_security_restricted() -> None:
+    """What Pod Security ``restricted`` checks, on the pod a bare runtime renders."""
+    pod = pod_of(Runtime(image="img"))
+    (container,) = pod["containers"]
+    assert pod["securityContext"] == RESTRICTED_POD
+    assert container["securityContext"] == RESTRICTED_CONTAINER
+    assert all("hostPath" not in v for v in pod["volumes"])
+    assert not {"hostNetwork", "hostPID", "hostIPC"} & set(pod)
+
+
+def test_user_settings_merge_over_the_restricted_defaults() -> None:
+    pod = pod_of(FULL_RUNTIME)
+    (container,) = pod["containers"]
+    assert pod["securityContext"] == {**RESTRICTED_POD, "runAsUser": 10001, "fsGroup": 10001}
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]},
+        "readOnlyRootFilesystem": True,
+    }
+
+
+def test_a_setting_replaces_its_default() -> None:
+    runtime = Runtime.model_validate(
+        {
+            "image": "img",
+            "securityContext": {"runAsNonRoot": False, "seccompProfile": {"type": "Unconfined"}},
+            "containerSecurityContext": {
+                "allowPrivilegeEscalation": True,
+                "capabilities": {"drop": []},
+            },
+        }
+    )
+    pod = pod_of(runtime)
+    assert pod["securityContext"] == {
+        "runAsNonRoot": False,
+        "seccompProfile": {"type": "Unconfined"},
+    }
+    assert pod["containers"][0]["securityContext"] == {
+        "allowPrivilegeEscalation": True,
+        "capabilities": {"drop": []},
+    }
+
+
+@pytest.mark.parametrize(
+    "context",
+    [{"privileged": True}, {"capabilities": {"add": ["SYS_ADMIN"]}}],
+    ids=["privileged", "sys-admin"],
+)
+def test_no_escalation_default_where_the_api_server_would_refuse_it(
+    context: dict[str, Any],
+) -> None:
+    """allowPrivilegeEscalation=false next to privileged or SYS_ADMIN is an invalid pod."""
+    runtime = Runtime.model_validate({"image": "img", "containerSecurityContext": context})
+    security = pod_of(runtime)["containers"][0]["securityContext"]
+    assert "allowPrivilegeEscalation" not in security
+    assert security["capabilities"]["drop"] == ["ALL"]
+
+
+def test_resources_and_scheduling_are_passed_through() -> None:
+    pod = pod_of(FULL_RUNTIME)
+    assert pod["containers"][0]["resources"] == {
+        "requests": {"cpu": "250m", "memory": "512Mi"},
+        "limits": {"memory": "1Gi"},
+    }
+    assert pod["nodeSelector"] == {"kubernetes.io/arch": "arm64"}
+    assert pod["tolerations"] == [
+        {"key": "dedicated", "operator": "Equal", "value": "agents", "effect": "NoSchedule"}
+    ]
+    assert pod["imagePullSecrets"] == [{"name": "registry-creds"}]
+
+
+def test_volumes_follow_the_bindings_volume() -> None:
+    pod = pod_of(FULL_RUNTIME)
+    assert pod["volumes"] == [
+        {"name": "bindings", "configMap": {"name": "coder-bindings"}},
+        {"name": "workspace", "persistentVolumeClaim": {"claimName": "coder-workspace"}},
+        {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
+    ]
+    assert pod["containers"][0]["volumeMounts"] == [
+        {"name": "bindings", "mountPath": "/var/run/bindery", "readOnly": True},
+        {"name": "workspace", "mountPath": "/work"},
+        {"name": "tmp", "mountPath": "/scratch"},
+    ]
+
+
+@pytest.mark.parametrize(
+    "empty",
+    [{"resources": {}}, {"resources": {"requests": {}}}, {"securityContext": {}}],
+    ids=json.dumps,
+)
+def test_empty_settings_render_as_absent(empty: dict[str, Any]) -> None:
+    """Same pod as without them, as their trajectory hash is the same (test_launch.py)."""
+    assert pod_of(Runtime.model_validate({"image": "img", **empty})) == pod_of(Runtime(image="img"))
+
+
+def test_integer_quantities_stay_integers() -> None:
+    runtime = Runtime.model_validate({"image": "img", "resources": {"limits": {"cpu": 2}}})
+    assert pod_of(runtime)["containers"][0]["resources"] == {"limits": {"cpu": 2}}
+
+
+# ------------------------------------------------------------------------------- service account
+
+
+def test_no_service_account_named_no_token() -> None:
+    pod = pod_of(Runtime(image="img"))
+    assert "serviceAccountName" not in pod
+    assert pod["automountServiceAccountToken"] is False
+
+
+def test_a_service_account_named_by_the_runtime_gets_its_token_as_it_says() -> None:
+    """Unset automount: the ServiceAccount's own automountServiceAccountToken decides."""
+    pod = pod_of(FULL_RUNTIME, service_account="installation-sa")
+    assert pod["serviceAccountName"] == "coder-sa"  # the runtime's wins over the installation's
+    assert "automountServiceAccountToken" not in pod
+
+
+def test_the_installation_service_account_is_named_too() -> None:
+    pod = pod_of(Runtime(image="img"), service_account="installation-sa")
+    assert pod["serviceAccountName"] == "installation-sa"
+    assert "automountServiceAccountToken" not in pod
+
+
+@pytest.mark.parametrize(("account", "automount"), [("", True), ("sa", False), ("sa", True)])
+def test_the_runtime_decides_the_token_when_it_says(account: str, automount: bool) -> None:
+    runtime = Runtime.model_validate(
+        {"image": "img", "serviceAccountName": account, "automountServiceAccountToken": automount}
+    )
+    assert pod_of(runtime)["automountServiceAccountToken"] is automount
 
 
 # ------------------------------------------------------------------------------- launched_from

@@ -62,6 +62,66 @@ def test_hash_is_a_known_value() -> None:
     )
 
 
+def test_hash_of_a_runtime_without_pod_settings_is_what_it_was_before_they_existed() -> None:
+    """Pinned to the values the controller computed before spec.runtime gained pod settings
+    (resources, security contexts, service account, scheduling, pull secrets): a runtime that
+    sets none of them must keep its hash, or every session shows drift after an upgrade."""
+    assert trajectory_hash(runtime()) == (
+        "sha256:97b5a06a07d32024b9d82cc490a177c7e9f94d9c3c479a1aa5a88764c67f7984"
+    )
+    assert trajectory_hash(Runtime(image="img")) == (
+        "sha256:89be82965c9286ef1d7c2f1e6dedb1b8f045b38e976fe705bdbef508c381ef63"
+    )
+
+
+@pytest.mark.parametrize(
+    "empty",
+    [
+        {"resources": {}},
+        {"resources": {"requests": {}, "limits": {}}},
+        {"securityContext": {}},
+        {"containerSecurityContext": {"capabilities": {}}},
+        {"serviceAccountName": ""},
+        {"nodeSelector": {}},
+        {"tolerations": []},
+        {"imagePullSecrets": []},
+    ],
+    ids=lambda c: next(iter(c)),
+)
+def test_empty_pod_settings_are_no_settings(empty: dict[str, Any]) -> None:
+    """They render the same pod as an absent field, so they hash the same."""
+    assert trajectory_hash(runtime(**empty)) == trajectory_hash(runtime())
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"resources": {"limits": {"memory": "1Gi"}}},
+        {"resources": {"limits": {"cpu": 1}}},
+        {"securityContext": {"runAsUser": 1000}},
+        {"securityContext": {"runAsNonRoot": False}},
+        {"containerSecurityContext": {"readOnlyRootFilesystem": True}},
+        {"containerSecurityContext": {"capabilities": {"drop": []}}},
+        {"serviceAccountName": "sa"},
+        {"automountServiceAccountToken": True},
+        {"automountServiceAccountToken": False},
+        {"nodeSelector": {"kubernetes.io/arch": "arm64"}},
+        {"tolerations": [{"operator": "Exists"}]},
+        {"imagePullSecrets": [{"name": "creds"}]},
+    ],
+    ids=lambda c: f"{next(iter(c))}={next(iter(c.values()))}",
+)
+def test_hash_changes_with_any_pod_setting(changes: dict[str, Any]) -> None:
+    assert trajectory_hash(runtime(**changes)) != trajectory_hash(runtime())
+
+
+def test_cpu_one_and_cpu_string_one_are_different_trajectories() -> None:
+    """The hash is of what the user wrote; the API server may canonicalize, the hash does not."""
+    a = runtime(resources={"limits": {"cpu": 1}})
+    b = runtime(resources={"limits": {"cpu": "1"}})
+    assert trajectory_hash(a) != trajectory_hash(b)
+
+
 @pytest.mark.parametrize(
     "changes",
     [

@@ -395,7 +395,7 @@ def test_a_uri_registered_twice_makes_a_direct_binding_ambiguous() -> None:
 
 @pytest.mark.parametrize(
     "registered",
-    ["git://x/Repo", "git://x/repo/", "git://x/%72epo", "GIT://x/repo", "git://x/repo "],
+    ["git://x/Repo", "git://x/repo/", "git://x/%72epo", "GIT://x/repo", "git://x/repo%20"],
 )
 def test_uris_are_compared_byte_for_byte(registered: str) -> None:
     registry = registry_of(
@@ -678,7 +678,8 @@ def test_a_resource_of_an_unregistered_type_is_invalid() -> None:
 
 @pytest.mark.parametrize(
     ("uri", "has"),
-    [("https://x", "scheme 'https'"), ("GH://1", "scheme 'GH'"), ("no-scheme", "no scheme")],
+    # A URI with no scheme at all never gets here: the CRD and the model refuse it.
+    [("https://x", "scheme 'https'"), ("GH://1", "scheme 'GH'")],
 )
 def test_a_uri_scheme_the_type_does_not_list_is_invalid(uri: str, has: str) -> None:
     registry = registry_of(rtype("issue", schemes=["gh", "jira"]), resource("a/r", "issue", uri))
@@ -688,7 +689,7 @@ def test_a_uri_scheme_the_type_does_not_list_is_invalid(uri: str, has: str) -> N
     ]
 
 
-@pytest.mark.parametrize(("schemes", "uri"), [(["gh"], "gh://1"), ([], "anything at all")])
+@pytest.mark.parametrize(("schemes", "uri"), [(["gh"], "gh://1"), ([], "anything:at/all")])
 def test_a_uri_scheme_the_type_allows_is_valid(schemes: list[str], uri: str) -> None:
     registry = registry_of(rtype("issue", schemes=schemes), resource("a/r", "issue", uri))
     assert registry.validate_resource("a/r") == []
