@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from controller.domain.models import Runtime
@@ -66,13 +66,23 @@ class LaunchAction(StrEnum):
     """Leave the running session exactly as it is (drift, if any, is only reported)."""
 
 
+class LaunchNotice(StrEnum):
+    NONE = ""
+    UNKNOWN = "Unknown"
+    """The workload carries no launch record Bindery can read: adopted as found."""
+    EDITED = "Edited"
+    """The workload's launch annotations disagree with what Bindery recorded launching."""
+
+
 @dataclass(frozen=True)
 class LaunchPlan:
     action: LaunchAction
     desired_generation: int
     desired_hash: str
     observed_generation: int | None
+    """The launch generation the plan starts from (the record), None when nothing launched."""
     launched_hash: str | None
+    notice: LaunchNotice = LaunchNotice.NONE
 
     @property
     def drift(self) -> bool:
@@ -91,7 +101,7 @@ def plan_launch(
     desired_hash = trajectory_hash(runtime)
     if launched is None:
         action = LaunchAction.LAUNCH
-    elif relaunch_generation > launched.generation:
+    elif relaunch_generation != launched.generation:
         action = LaunchAction.RELAUNCH
     else:
         action = LaunchAction.KEEP
@@ -102,3 +112,48 @@ def plan_launch(
         observed_generation=launched.generation if launched else None,
         launched_hash=launched.trajectory_hash if launched else None,
     )
+
+
+def plan_session(
+    runtime: Runtime,
+    relaunch_generation: int,
+    *,
+    record: Launched | None,
+    annotated: Launched | None,
+    exists: bool,
+) -> LaunchPlan:
+    """Decide what to do with a session from Bindery's own record of what it launched (kept in
+    the agent's status, which only the controller writes) and what the workload's annotations
+    say (which anyone who may patch the workload can change).
+
+    - No workload: launch one.
+    - The workload runs exactly the desired generation and runtime: keep it (a relaunch whose
+      record had not been written yet when the controller stopped).
+    - Otherwise the record decides; without one (an upgrade, a lost status) the annotations
+      are adopted; without either, the workload is adopted as found, reported as unknown, and
+      relaunched only when ``relaunchGeneration`` changes from what it is now.
+    - Annotations that disagree with the record are reported, never obeyed.
+    """
+    if not exists:
+        return plan_launch(runtime, relaunch_generation, None)
+    desired_hash = trajectory_hash(runtime)
+    if annotated == Launched(
+        relaunch_generation, desired_hash, annotated.launched_at if annotated else ""
+    ):
+        return plan_launch(runtime, relaunch_generation, annotated)
+    base = record or annotated
+    if base is None:
+        unknown = Launched(relaunch_generation, "", "")
+        return replace(
+            plan_launch(runtime, relaunch_generation, unknown), notice=LaunchNotice.UNKNOWN
+        )
+    plan = plan_launch(runtime, relaunch_generation, base)
+    if plan.action is not LaunchAction.KEEP:
+        return plan
+    if not base.trajectory_hash:  # adopted earlier without a record: still unknown
+        return replace(plan, notice=LaunchNotice.UNKNOWN)
+    same = annotated is not None and (annotated.generation, annotated.trajectory_hash) == (
+        base.generation,
+        base.trajectory_hash,
+    )
+    return plan if same else replace(plan, notice=LaunchNotice.EDITED)

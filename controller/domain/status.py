@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from controller.domain.launch import LaunchAction, LaunchPlan
+from controller.domain.launch import LaunchAction, LaunchNotice, LaunchPlan
 from controller.domain.models import ToolSpec
 from controller.domain.results import (
     AgentResolution,
@@ -37,6 +37,7 @@ from controller.domain.results import (
     ToolValidation,
     TypeClosure,
 )
+from controller.domain.session_health import SessionHealth
 from controller.domain.work import Hold, WorkPlan, WorkState
 
 ERROR_STATE = "Error"
@@ -194,8 +195,15 @@ class SessionView:
 
     plan: LaunchPlan
     observed_generation: int | None
+    """The launch generation the running session pod was started with (None: none runs)."""
     launched_hash: str | None
     last_launch_time: str
+    health: SessionHealth | None = None
+    """The session pod's health; None when it was not observed (the session counts as running)."""
+
+    @property
+    def running(self) -> bool:
+        return self.health is None or self.health.running
 
 
 def agent_status(
@@ -211,70 +219,115 @@ def agent_status(
 ) -> dict[str, Any]:
     """The whole ``status`` of an AgentSpec for this pass."""
     errors = resolution.errors
-    state = ERROR_STATE if errors else work.state.value
-    counts = binding_counts(resolution)
-
-    work_status: dict[str, Any] = {}
-    if work.uri:
-        held = work.state is WorkState.WORKING
-        work_status = {"uri": work.uri, "held": held}
-        if held:
-            work_status["holder"] = _ref(resolution.agent)
-        else:
-            if work.waiting_for:
-                work_status["waitingFor"] = _ref(work.waiting_for)
-            if waiting_since:
-                work_status["since"] = waiting_since
-
-    conflicts = resolution.conflicts
-    if conflicts:
-        # Every error is listed (the missing ones too): the message says all there is to fix.
-        ready = condition("Ready", False, "BindingError", "; ".join(errors), generation)
-    elif errors:
-        ready = condition("Ready", False, MISSING_DEPENDENCY, "; ".join(errors), generation)
-    elif work.state is WorkState.WAITING:
-        who = work.waiting_for or "its release"
-        ready = condition(
-            "Ready",
-            False,
-            "WaitingForWork",
-            f"work URI {work.uri!r} is held by another agent; waiting for {who}",
-            generation,
-        )
-    else:
-        ready = condition(
-            "Ready",
-            True,
-            "BindingsDelivered",
-            f"{counts.get(BindingState.BOUND.value, 0)} bound, "
-            f"{counts.get(BindingState.DEFERRED.value, 0)} deferred, "
-            f"{counts.get(BindingState.UNBOUND.value, 0)} unbound; delivered to ConfigMap "
-            f"{config_map}",
-            generation,
-        )
-    conditions = health_conditions(ready, progressing=True, stalled=bool(conflicts))
-
+    ready, stalled = _agent_ready(
+        generation, resolution, work, config_map=config_map, session=session, old=old
+    )
+    conditions = health_conditions(ready, progressing=True, stalled=stalled)
     status: dict[str, Any] = {
         "observedGeneration": generation,
-        "state": state,
+        "state": ERROR_STATE if errors else work.state.value,
         "bindingsConfigMap": config_map,
         "bindings": binding_rows(resolution),
     }
     if resolution.missing_tools:
         status["missingTools"] = list(resolution.missing_tools)
-    if work_status:
-        status["work"] = work_status
+    if work.uri:
+        status["work"] = _work_status(resolution.agent, work, waiting_since)
     if session is not None:
-        launch, relaunch = _launch_status(session, generation)
+        launch, relaunch = _launch_status(session, generation, old)
         status.update(launch)
         conditions.append(relaunch)
+        if session.health is not None:
+            status["session"] = session.health.as_status()
     status["conditions"] = merge_conditions(old.get("conditions"), conditions, now)
     return status
 
 
-def _launch_status(session: SessionView, generation: int) -> tuple[dict[str, Any], dict[str, Any]]:
+def _work_status(agent: str, work: WorkPlan, waiting_since: str) -> dict[str, Any]:
+    held = work.state is WorkState.WORKING
+    out: dict[str, Any] = {"uri": work.uri, "held": held}
+    if held:
+        out["holder"] = _ref(agent)
+    else:
+        if work.waiting_for:
+            out["waitingFor"] = _ref(work.waiting_for)
+        if waiting_since:
+            out["since"] = waiting_since
+    return out
+
+
+def _agent_ready(
+    generation: int,
+    resolution: AgentResolution,
+    work: WorkPlan,
+    *,
+    config_map: str,
+    session: SessionView | None,
+    old: dict[str, Any],
+) -> tuple[dict[str, Any], bool]:
+    """The agent's Ready condition, and whether what it says needs a person (Stalled).
+
+    In order: binding conflicts, missing dependencies, waiting for the work URI, a session
+    that does not run (yet), and only then Ready.
+    """
+    errors = resolution.errors
+    if resolution.conflicts:
+        # Every error is listed (the missing ones too): the message says all there is to fix.
+        return condition("Ready", False, "BindingError", "; ".join(errors), generation), True
+    if errors:
+        return condition("Ready", False, MISSING_DEPENDENCY, "; ".join(errors), generation), False
+    if work.state is WorkState.WAITING:
+        who = work.waiting_for or "its release"
+        message = f"work URI {work.uri!r} is held by another agent; waiting for {who}"
+        return condition("Ready", False, "WaitingForWork", message, generation), False
+    not_running = _session_not_ready(session, old) if session is not None else None
+    if not_running is not None:
+        stalled = session is not None and session.health is not None and session.health.stalled
+        return condition("Ready", False, *not_running, generation), stalled
+    counts = binding_counts(resolution)
+    message = (
+        f"{counts.get(BindingState.BOUND.value, 0)} bound, "
+        f"{counts.get(BindingState.DEFERRED.value, 0)} deferred, "
+        f"{counts.get(BindingState.UNBOUND.value, 0)} unbound; delivered to ConfigMap "
+        f"{config_map}"
+    )
+    return condition("Ready", True, "BindingsDelivered", message, generation), False
+
+
+def _observed(session: SessionView, old: dict[str, Any]) -> int | None:
+    """The generation the running pod was started with; while none runs (a relaunch between
+    the old pod's end and the new one's start), the last one that ran."""
+    if session.observed_generation is not None or session.health is None:
+        return session.observed_generation
+    last = old.get("observedLaunchGeneration")
+    return last if isinstance(last, int) else None
+
+
+def _session_not_ready(session: SessionView, old: dict[str, Any]) -> tuple[str, str] | None:
+    """(reason, message) when the session the spec asks for does not run yet, else None."""
+    health = session.health
+    if health is None:
+        return None
+    if not health.running:
+        where = f"session pod {health.pod}" if health.pod else "the session"
+        restarts = f" ({health.restarts} restarts)" if health.restarts else ""
+        detail = f": {health.message}" if health.message else ""
+        return health.reason, f"{where} is not running: {health.reason}{restarts}{detail}"
+    plan = session.plan
+    if plan.notice is LaunchNotice.NONE and _observed(session, old) != plan.observed_generation:
+        return (
+            "Relaunching",
+            f"the session pod runs launch generation {session.observed_generation}; "
+            f"generation {plan.observed_generation} is starting",
+        )
+    return None
+
+
+def _launch_status(
+    session: SessionView, generation: int, old: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """The launch fields of an agent's status, and its RelaunchRequired condition."""
-    plan, observed = session.plan, session.observed_generation
+    plan, observed = session.plan, _observed(session, old)
     fields: dict[str, Any] = {
         "launch": f"{'-' if observed is None else observed}/{plan.desired_generation}",
         "desiredLaunchGeneration": plan.desired_generation,
@@ -282,19 +335,34 @@ def _launch_status(session: SessionView, generation: int) -> tuple[dict[str, Any
     }
     if observed is not None:
         fields["observedLaunchGeneration"] = observed
+    if plan.observed_generation is not None:
+        fields["launchedGeneration"] = plan.observed_generation
     if session.launched_hash:
         fields["launchedTrajectoryHash"] = session.launched_hash
     if session.last_launch_time:
         fields["lastLaunchTime"] = session.last_launch_time
     drift = session.launched_hash is not None and session.launched_hash != plan.desired_hash
-    message = (
-        f"spec.runtime changed (desired {plan.desired_hash[:19]}, launched "
-        f"{(session.launched_hash or '')[:19]}); raise spec.relaunchGeneration above "
-        f"{observed} to relaunch the session"
-        if drift
-        else "the session runs the current spec.runtime"
-    )
-    reason = "TrajectoryChanged" if drift else "UpToDate"
+    change = "change spec.relaunchGeneration to relaunch the session with spec.runtime"
+    if plan.notice is LaunchNotice.UNKNOWN:
+        reason, drift = "LaunchUnknown", True
+        message = (
+            "the session workload carries no launch record Bindery can read (made outside "
+            f"Bindery, edited, or by an older version); it is kept as found: {change}"
+        )
+    elif plan.notice is LaunchNotice.EDITED:
+        reason, drift = "LaunchRecordEdited", True
+        message = (
+            "the session workload's launch annotations differ from what Bindery launched "
+            f"(generation {plan.observed_generation}); they are not obeyed: {change}"
+        )
+    elif drift:
+        reason = "TrajectoryChanged"
+        message = (
+            f"spec.runtime changed (desired {plan.desired_hash[:19]}, launched "
+            f"{(session.launched_hash or '')[:19]}); {change}"
+        )
+    else:
+        reason, message = "UpToDate", "the session runs the current spec.runtime"
     return fields, condition("RelaunchRequired", drift, reason, message, generation)
 
 

@@ -97,6 +97,9 @@ CONFIG_MAPS = Endpoint("", "v1", "configmaps")
 STATEFUL_SETS = Endpoint("apps", "v1", "statefulsets")
 LEASES = Endpoint("coordination.k8s.io", "v1", "leases")
 EVENTS = Endpoint("events.k8s.io", "v1", "events")
+PODS = Endpoint("", "v1", "pods")
+CORE_EVENTS = Endpoint("", "v1", "events")
+"""core/v1 Events: what controllers such as the StatefulSet controller report (FailedCreate)."""
 
 ENDPOINTS: dict[Kind, Endpoint] = {
     Kind.TYPE: RESOURCE_TYPES,
@@ -244,6 +247,14 @@ class KubeApi:
             token = meta.get("continue", "")
             if not token:
                 return list_rv, versions
+
+    async def list_page(
+        self, kind: Endpoint, namespace: str, *, field_selector: str, limit: int = 50
+    ) -> list[dict[str, Any]]:
+        """One page of ``kind`` matching ``field_selector`` (for small, targeted reads)."""
+        query = [("fieldSelector", field_selector), ("limit", str(limit))]
+        data = await self.request("GET", kind.path(namespace), query=query)
+        return list(data.get("items") or [])
 
     async def create(self, kind: Endpoint, body: dict[str, Any]) -> dict[str, Any]:
         namespace = body["metadata"].get("namespace", "")

@@ -254,7 +254,15 @@ def _pod_settings(runtime: Runtime, service_account: str) -> dict[str, Any]:
 def launched_from(workload: dict[str, Any]) -> tuple[int, str, str] | None:
     """Read (launch generation, trajectory hash, launched-at) back from a session workload."""
     template = (workload.get("spec") or {}).get("template") or {}
-    annotations = (template.get("metadata") or {}).get("annotations") or {}
+    return launched_from_annotations((template.get("metadata") or {}).get("annotations") or {})
+
+
+def launched_from_pod(pod: dict[str, Any]) -> tuple[int, str, str] | None:
+    """What a session pod was started with (its template's annotations, copied to the pod)."""
+    return launched_from_annotations((pod.get("metadata") or {}).get("annotations") or {})
+
+
+def launched_from_annotations(annotations: dict[str, Any]) -> tuple[int, str, str] | None:
     raw = annotations.get(LAUNCH_GENERATION_ANNOTATION)
     if raw is None or not raw.isascii() or not raw.isdigit():
         return None

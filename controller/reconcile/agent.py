@@ -178,7 +178,7 @@ class AgentReconciler:
             await self.holds.release(request, hold)
         if not work.uri and not self.holds.of(agent):  # 5. drop finalizer
             await self.holds.ensure_finalizer(request, self._latest(request, body), present=False)
-        session = await self.sessions.converge(request, agent)  # 6. session
+        session = await self.sessions.converge(request, agent, old)  # 6. session
         return work, session, delivered
 
     async def _finalize(self, request: Request, body: Body) -> None:

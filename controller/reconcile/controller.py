@@ -66,7 +66,12 @@ class Controller:
             wake=self.queue.add,
         )
         self.bindings = BindingsDelivery(self.store, self.writer)
-        self.sessions = Sessions(self.store, self.writer, service_account=session_service_account)
+        self.sessions = Sessions(
+            self.store,
+            self.writer,
+            requeue=self.queue.add_after,
+            service_account=session_service_account,
+        )
         reconcilers: dict[Kind, Reconciler] = {
             Kind.TYPE: ResourceTypeReconciler(self.registry, self.writer, errors),
             Kind.RESOURCE: ResourceReconciler(

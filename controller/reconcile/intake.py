@@ -33,7 +33,7 @@ from controller.reconcile.index import HoldIndex, WantedIndex, hold_from
 from controller.reconcile.store import Body, Store
 
 KINDS: dict[api.Endpoint, Kind] = {endpoint: kind for kind, endpoint in api.ENDPOINTS.items()}
-OWNED: tuple[api.Endpoint, ...] = (api.CONFIG_MAPS, api.STATEFUL_SETS, api.LEASES)
+OWNED: tuple[api.Endpoint, ...] = (api.CONFIG_MAPS, api.STATEFUL_SETS, api.LEASES, api.PODS)
 """The kinds of object the controller creates for agents (labelled as managed by Bindery)."""
 OWNED_SELECTOR = f"{builders.MANAGED_BY}={builders.MANAGER}"
 """The label selector of the objects the controller creates."""
@@ -182,7 +182,7 @@ class Intake:
         if not agent:
             return set()
         request = Request(Kind.AGENT, Ref(ref.namespace, agent))
-        if deleted and by is None:
+        if deleted and by is None and endpoint is not api.PODS:
             self.suspects.add(request)
         return {request}
 

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
 
 from controller.domain import status
-from controller.domain.launch import LaunchAction, Launched, plan_launch
+from controller.domain.launch import LaunchAction, Launched, plan_session
 from controller.domain.models import AgentObject
 from controller.domain.refs import Request
+from controller.domain.session_health import SessionHealth, session_health
 from controller.k8s import api, builders
 from controller.k8s.api import ApiError
 from controller.reconcile.store import Store, resource_version
@@ -32,15 +34,43 @@ class SessionOutcome:
 NO_SESSION = SessionOutcome(view=None)
 
 
-class Sessions:
-    """Converges an agent's session workload with its runtime and relaunch generation."""
+def launch_record(old: dict[str, Any]) -> Launched | None:
+    """What the controller recorded launching, from the agent's status (only it writes there)."""
+    generation = old.get("launchedGeneration")
+    if not isinstance(generation, int) or isinstance(generation, bool):
+        return None
+    return Launched(
+        generation, str(old.get("launchedTrajectoryHash", "")), str(old.get("lastLaunchTime", ""))
+    )
 
-    def __init__(self, store: Store, writer: Writer, *, service_account: str = "") -> None:
+
+def _launched(read: tuple[int, str, str] | None) -> Launched | None:
+    return Launched(*read) if read else None
+
+
+class Sessions:
+    """Converges an agent's session workload with its runtime and relaunch generation, and
+    reports how its pod is doing."""
+
+    recheck = 5.0
+    """Seconds before a pass looks again at a session without a pod (nothing else tells)."""
+
+    def __init__(
+        self,
+        store: Store,
+        writer: Writer,
+        *,
+        requeue: Callable[[Request, float], None],
+        service_account: str = "",
+    ) -> None:
         self.store = store
         self.writer = writer
+        self.requeue = requeue
         self.service_account = service_account
 
-    async def converge(self, by: Request, agent: AgentObject) -> SessionOutcome:
+    async def converge(
+        self, by: Request, agent: AgentObject, old: dict[str, Any]
+    ) -> SessionOutcome:
         ns, name = agent.meta.namespace, builders.session_name(agent.meta.name)
         current = self.store.get(api.STATEFUL_SETS, f"{ns}/{name}")
         runtime = agent.spec.runtime
@@ -48,13 +78,20 @@ class Sessions:
             if current is not None:
                 await self.writer.delete_at(by, api.STATEFUL_SETS, current)
             return NO_SESSION
-        read = builders.launched_from(current) if current is not None else None
-        launched = Launched(*read) if read else None
-        plan = plan_launch(runtime, agent.spec.relaunch_generation, launched)
-        if plan.action is LaunchAction.KEEP and launched is not None:
-            view = status.SessionView(
-                plan, launched.generation, launched.trajectory_hash, launched.launched_at
-            )
+        record = launch_record(old)
+        plan = plan_session(
+            runtime,
+            agent.spec.relaunch_generation,
+            record=record,
+            annotated=_launched(builders.launched_from(current)) if current else None,
+            exists=current is not None,
+        )
+        if plan.action is LaunchAction.KEEP:
+            at = record.launched_at if record else ""
+            if not at and current is not None:
+                at = (_launched(builders.launched_from(current)) or Launched(0, "", "")).launched_at
+            health, running = await self._health(by, ns, name, since=at)
+            view = status.SessionView(plan, running, plan.launched_hash, at, health)
             return SessionOutcome(view)
         now = status.now_rfc3339()
         desired = builders.session_workload(
@@ -78,9 +115,46 @@ class Sessions:
             generation=plan.desired_generation,
             trajectory=plan.desired_hash[:19],
         )
-        return SessionOutcome(
-            status.SessionView(plan, plan.desired_generation, plan.desired_hash, now), plan.action
+        health, running = await self._health(by, ns, name, since=now, just_launched=True)
+        launched = replace(
+            plan, observed_generation=plan.desired_generation, launched_hash=plan.desired_hash
         )
+        view = status.SessionView(launched, running, plan.desired_hash, now, health)
+        return SessionOutcome(view, plan.action)
+
+    async def _health(
+        self, by: Request, ns: str, name: str, *, since: str, just_launched: bool = False
+    ) -> tuple[SessionHealth, int | None]:
+        """The session pod's health, and the launch generation it runs (None: none runs)."""
+        pod = self.store.get(api.PODS, f"{ns}/{name}-0")
+        failed = ""
+        if pod is None:
+            self.requeue(by, self.recheck)  # pod creation failures come as Events only
+            if not just_launched:
+                failed = await self._failed_create(ns, name, since)
+        health = session_health(pod, failed)
+        read = builders.launched_from_pod(pod) if pod is not None and health.running else None
+        return health, read[0] if read else None
+
+    async def _failed_create(self, ns: str, name: str, since: str) -> str:
+        """The message of the StatefulSet's newest FailedCreate Event since ``since``."""
+        selector = f"involvedObject.kind=StatefulSet,involvedObject.name={name},reason=FailedCreate"
+        try:
+            events = await self.writer.api.list_page(api.CORE_EVENTS, ns, field_selector=selector)
+        except ApiError as exc:  # not allowed to read Events: report what the pod says
+            log.debug("cannot read session events", namespace=ns, name=name, error=str(exc))
+            return ""
+
+        def when(e: dict[str, Any]) -> str:
+            return str(
+                e.get("lastTimestamp")
+                or e.get("eventTime")
+                or (e.get("metadata") or {}).get("creationTimestamp")
+                or ""
+            )
+
+        recent = [e for e in events if when(e)[:19] >= since[:19]]
+        return str(max(recent, key=when).get("message", "")) if recent else ""
 
     async def relaunch(self, by: Request, current: dict[str, Any], desired: dict[str, Any]) -> None:
         """Replace the pod template whole, guarded by the resourceVersion we decided from.

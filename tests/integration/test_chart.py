@@ -55,8 +55,9 @@ NAMESPACED_RULES: Rules = {
     ("", "configmaps"): {"get", "list", "watch", "create", "patch"},
     ("apps", "statefulsets"): {"get", "list", "watch", "create", "patch", "delete"},
     ("coordination.k8s.io", "leases"): {"get", "list", "watch", "create", "delete"},
+    ("", "pods"): {"get", "list", "watch"},
     ("events.k8s.io", "events"): {"create"},
-    ("", "events"): {"create"},
+    ("", "events"): {"create", "list"},
 }
 CLUSTER_RULES: Rules = {
     ("bindery.dev", "resourcetypes"): {"get", "list", "watch"},

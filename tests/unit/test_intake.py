@@ -228,7 +228,7 @@ async def test_a_session_write_response_never_replaces_a_newer_watched_version()
     agent = c.registry.agent(f"{NS}/r")
     assert agent is not None
     c.writer.api = _WatchOvertakesWrite(c)  # type: ignore[assignment]
-    await c.sessions.converge(Request.agent(f"{NS}/r"), agent)
+    await c.sessions.converge(Request.agent(f"{NS}/r"), agent, {})
     # Caching the create's response (rv 10) would make the next guarded relaunch fail until
     # some unrelated event refreshed the StatefulSet.
     cached = c.store.get(STATEFUL_SETS, f"{NS}/r-session")

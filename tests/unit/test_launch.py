@@ -10,7 +10,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.domain.launch import LaunchAction, Launched, plan_launch, trajectory_hash
+from controller.domain.launch import (
+    LaunchAction,
+    Launched,
+    LaunchNotice,
+    plan_launch,
+    plan_session,
+    trajectory_hash,
+)
 from controller.domain.models import EnvVar, Runtime
 
 BASE: dict[str, Any] = {
@@ -201,14 +208,15 @@ def test_keep_with_drift_when_runtime_changed_but_generation_equal() -> None:
     assert plan.launched_hash == launched.trajectory_hash
 
 
-def test_keep_when_desired_generation_is_lower_than_launched() -> None:
-    """relaunchGeneration may only grow; a lower one (e.g. a restored backup) never relaunches."""
+def test_a_lowered_generation_relaunches_once() -> None:
+    """A GitOps revert of a raise is a change too: it relaunches once with the current runtime."""
     launched = Launched(5, trajectory_hash(runtime()))
     plan = plan_launch(runtime(model="model-z"), 3, launched)
-    assert plan.action is LaunchAction.KEEP
-    assert plan.drift is True
+    assert plan.action is LaunchAction.RELAUNCH
     assert plan.observed_generation == 5
     assert plan.desired_generation == 3
+    again = plan_launch(runtime(model="model-z"), 3, Launched(3, plan.desired_hash))
+    assert again.action is LaunchAction.KEEP
 
 
 @pytest.mark.parametrize("raised_to", [1, 2, 100])
@@ -229,9 +237,54 @@ def test_relaunch_even_when_runtime_unchanged() -> None:
 
 
 @given(st.integers(0, 50), st.integers(0, 50), st.booleans())
-def test_relaunch_iff_raised(desired: int, launched_gen: int, same_runtime: bool) -> None:
+def test_relaunch_iff_changed(desired: int, launched_gen: int, same_runtime: bool) -> None:
     launched_rt = runtime() if same_runtime else runtime(args=["--old"])
     plan = plan_launch(runtime(), desired, Launched(launched_gen, trajectory_hash(launched_rt)))
-    assert (plan.action is LaunchAction.RELAUNCH) == (desired > launched_gen)
-    assert (plan.action is LaunchAction.KEEP) == (desired <= launched_gen)
-    assert plan.drift == (desired <= launched_gen and not same_runtime)
+    assert (plan.action is LaunchAction.RELAUNCH) == (desired != launched_gen)
+    assert (plan.action is LaunchAction.KEEP) == (desired == launched_gen)
+    assert plan.drift == (desired == launched_gen and not same_runtime)
+
+
+# ------------------------------------------------------------------------------- plan_session
+
+
+def test_a_session_is_planned_from_the_record_not_from_annotations() -> None:
+    h = trajectory_hash(runtime())
+    record = Launched(5, h, "t")
+    tampered = Launched(99, h, "t")
+    plan = plan_session(runtime(), 5, record=record, annotated=tampered, exists=True)
+    assert plan.action is LaunchAction.KEEP
+    assert plan.notice is LaunchNotice.EDITED
+    bumped = plan_session(runtime(), 6, record=record, annotated=tampered, exists=True)
+    assert bumped.action is LaunchAction.RELAUNCH  # the edit did not disable relaunching
+
+
+def test_a_workload_without_a_launch_record_is_adopted_as_found() -> None:
+    plan = plan_session(runtime(), 2, record=None, annotated=None, exists=True)
+    assert plan.action is LaunchAction.KEEP
+    assert plan.notice is LaunchNotice.UNKNOWN
+    assert plan.drift is True
+    recorded = Launched(2, "", "")  # what status records for it
+    still = plan_session(runtime(), 2, record=recorded, annotated=None, exists=True)
+    assert (still.action, still.notice) == (LaunchAction.KEEP, LaunchNotice.UNKNOWN)
+    changed = plan_session(runtime(), 3, record=recorded, annotated=None, exists=True)
+    assert changed.action is LaunchAction.RELAUNCH
+
+
+def test_a_relaunch_whose_record_was_lost_is_not_repeated() -> None:
+    h = trajectory_hash(runtime())
+    plan = plan_session(
+        runtime(), 4, record=Launched(3, h, "t"), annotated=Launched(4, h, "u"), exists=True
+    )
+    assert plan.action is LaunchAction.KEEP
+    assert plan.notice is LaunchNotice.NONE
+    assert plan.observed_generation == 4
+
+
+def test_annotations_are_adopted_when_there_is_no_record() -> None:
+    h = trajectory_hash(runtime())
+    plan = plan_session(runtime(), 1, record=None, annotated=Launched(1, h, "t"), exists=True)
+    assert (plan.action, plan.notice) == (LaunchAction.KEEP, LaunchNotice.NONE)
+    assert plan_session(runtime(), 1, record=None, annotated=None, exists=False).action is (
+        LaunchAction.LAUNCH
+    )

@@ -32,6 +32,7 @@ from controller.domain.results import (
     ToolValidation,
     TypeClosure,
 )
+from controller.domain.session_health import SessionHealth, SessionPhase
 from controller.domain.status import (
     ERROR_STATE,
     MAX_MESSAGE,
@@ -490,7 +491,7 @@ def test_relaunch_required_on_drift() -> None:
     assert s["launchedTrajectoryHash"] == trajectory_hash(RT)
     relaunch = cond(s["conditions"], "RelaunchRequired")
     assert (relaunch["status"], relaunch["reason"]) == ("True", "TrajectoryChanged")
-    assert "raise spec.relaunchGeneration above 1" in relaunch["message"]
+    assert "change spec.relaunchGeneration to relaunch" in relaunch["message"]
     assert trajectory_hash(RT2)[:19] in relaunch["message"]
     assert trajectory_hash(RT)[:19] in relaunch["message"]
     # drift alone does not make the agent unready: the session keeps working
@@ -838,3 +839,51 @@ def test_health_conditions_are_never_both_true_and_never_on_a_ready_object(
     ready = condition("Ready", True, "Valid", "", 4)
     flags = health_conditions(ready, progressing=progressing, stalled=stalled)[1:]
     assert [(c["status"], c["reason"]) for c in flags] == [("False", "Reconciled")] * 2
+
+
+# ------------------------------------------------------------------------------- session health
+
+
+def _health_view(
+    health: SessionHealth, running_generation: int | None, launched: int = 2
+) -> SessionView:
+    rt = RT
+    plan = plan_launch(rt, launched, Launched(launched, trajectory_hash(rt)))
+    return SessionView(plan, running_generation, plan.launched_hash, T0, health)
+
+
+def test_a_session_whose_pod_was_refused_is_not_ready_and_stalled() -> None:
+    refused = SessionHealth(SessionPhase.FAILING, "FailedCreate", "violates PodSecurity")
+    s = status_for(IDLE, session=_health_view(refused, None))
+    ready = cond(s["conditions"], "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "FailedCreate")
+    assert "violates PodSecurity" in ready["message"]
+    assert cond(s["conditions"], "Stalled")["status"] == "True"
+    assert s["session"] == {
+        "phase": "Failing",
+        "reason": "FailedCreate",
+        "message": "violates PodSecurity",
+    }
+
+
+def test_a_starting_session_is_reconciling_not_stalled() -> None:
+    starting = SessionHealth(SessionPhase.STARTING, "ContainerCreating", "", "a-session-0")
+    s = status_for(IDLE, session=_health_view(starting, None))
+    assert cond(s["conditions"], "Ready")["status"] == "False"
+    assert cond(s["conditions"], "Reconciling")["status"] == "True"
+    assert cond(s["conditions"], "Stalled")["status"] == "False"
+
+
+def test_launch_reads_the_old_generation_until_the_new_pod_runs() -> None:
+    running = SessionHealth(SessionPhase.RUNNING, pod="a-session-0")
+    old_pod = status_for(IDLE, session=_health_view(running, 1, launched=2))
+    assert old_pod["launch"] == "1/2"
+    assert cond(old_pod["conditions"], "Ready")["reason"] == "Relaunching"
+    # Between the old pod's end and the new one's start, the last one that ran is shown.
+    gap = SessionHealth(SessionPhase.STARTING, "PodNotCreated")
+    between = status_for(IDLE, session=_health_view(gap, None, launched=2), old=old_pod)
+    assert between["launch"] == "1/2"
+    new_pod = status_for(IDLE, session=_health_view(running, 2, launched=2), old=between)
+    assert new_pod["launch"] == "2/2"
+    assert cond(new_pod["conditions"], "Ready")["status"] == "True"
+    assert new_pod["launchedGeneration"] == 2

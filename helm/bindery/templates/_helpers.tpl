@@ -118,13 +118,19 @@ kopf actually calls; nothing is a wildcard.
 - apiGroups: ["coordination.k8s.io"]
   resources: ["leases"]
   verbs: ["get", "list", "watch", "create", "delete"]
-# The controller's events (events.k8s.io/v1) and kopf's (core v1; posted only on errors).
+# Session pods (read only): their health goes into the agent's status.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get", "list", "watch"]
+# The controller's events (events.k8s.io/v1) and kopf's (core v1; posted only on errors); core
+# Events are also read (list) for a session StatefulSet's FailedCreate, the only place a pod
+# that Pod Security refused is reported.
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create"]
 - apiGroups: [""]
   resources: ["events"]
-  verbs: ["create"]
+  verbs: ["create", "list"]
 {{- end -}}
 
 {{/* RBAC rules for cluster-scoped kinds: always in the ClusterRole. */}}

@@ -1,0 +1,97 @@
+"""Session health from a pod (pure): running, starting, and the failures a person must fix."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from controller.domain.session_health import SessionPhase, session_health
+
+
+def pod(
+    phase: str = "Running",
+    *,
+    ready: bool = True,
+    waiting: str = "",
+    last: str = "",
+    restarts: int = 0,
+    scheduled: dict[str, str] | None = None,
+    deleting: bool = False,
+) -> dict[str, Any]:
+    state: dict[str, Any] = (
+        {"waiting": {"reason": waiting, "message": f"{waiting} detail"}}
+        if waiting
+        else {"running": {}}
+    )
+    container: dict[str, Any] = {"name": "agent", "state": state, "restartCount": restarts}
+    if last:
+        container["lastState"] = {"terminated": {"reason": last}}
+    conditions = [{"type": "Ready", "status": "True" if ready else "False"}]
+    if scheduled:
+        conditions.append({"type": "PodScheduled", **scheduled})
+    md: dict[str, Any] = {"name": "a-session-0"}
+    if deleting:
+        md["deletionTimestamp"] = "2026-12-01T00:00:00Z"
+    return {
+        "metadata": md,
+        "status": {"phase": phase, "conditions": conditions, "containerStatuses": [container]},
+    }
+
+
+def test_a_ready_running_pod_runs() -> None:
+    h = session_health(pod())
+    assert h.running
+    assert h.as_status() == {"phase": "Running", "pod": "a-session-0"}
+
+
+def test_no_pod_is_starting_unless_its_creation_was_refused() -> None:
+    assert session_health(None).phase is SessionPhase.STARTING
+    refused = session_health(None, 'pods "a-session-0" is forbidden: violates PodSecurity')
+    assert refused.stalled
+    assert refused.reason == "FailedCreate"
+    assert "PodSecurity" in refused.message
+
+
+@pytest.mark.parametrize(
+    ("waiting", "last", "reason"),
+    [
+        ("ImagePullBackOff", "", "ImagePullBackOff"),
+        ("ErrImagePull", "", "ErrImagePull"),
+        ("CrashLoopBackOff", "Error", "CrashLoopBackOff"),
+        ("CrashLoopBackOff", "OOMKilled", "OOMKilled"),
+        ("CreateContainerConfigError", "", "CreateContainerConfigError"),
+    ],
+)
+def test_failures_a_person_must_fix_are_failing(waiting: str, last: str, reason: str) -> None:
+    h = session_health(
+        pod(
+            "Pending" if "Pull" in waiting else "Running",
+            ready=False,
+            waiting=waiting,
+            last=last,
+            restarts=4,
+        )
+    )
+    assert h.stalled
+    assert h.reason == reason
+    assert h.restarts == 4
+    assert h.as_status()["restarts"] == 4
+
+
+def test_unschedulable_and_not_ready_and_terminating_are_starting() -> None:
+    unscheduled = session_health(
+        pod(
+            "Pending",
+            ready=False,
+            scheduled={"status": "False", "reason": "Unschedulable", "message": "0/1 nodes match"},
+        )
+    )
+    assert (unscheduled.phase, unscheduled.reason) == (SessionPhase.STARTING, "Unschedulable")
+    assert "0/1 nodes" in unscheduled.message
+    not_ready = session_health(pod(ready=False))
+    assert (not_ready.phase, not_ready.reason) == (SessionPhase.STARTING, "NotReady")
+    creating = session_health(pod("Pending", ready=False, waiting="ContainerCreating"))
+    assert (creating.phase, creating.reason) == (SessionPhase.STARTING, "ContainerCreating")
+    old = session_health(pod(deleting=True))
+    assert (old.phase, old.reason) == (SessionPhase.STARTING, "Terminating")
