@@ -70,7 +70,7 @@ def plan_launch(
     desired_hash = trajectory_hash(runtime)
     if launched is None:
         action = LaunchAction.LAUNCH
-    elif relaunch_generation > launched.generation:
+    elif relaunch_generation != launched.generation:
         action = LaunchAction.RELAUNCH
     else:
         action = LaunchAction.KEEP

@@ -141,14 +141,21 @@ def test_keep_with_drift_when_runtime_changed_but_generation_equal() -> None:
     assert plan.launched_hash == launched.trajectory_hash
 
 
-def test_keep_when_desired_generation_is_lower_than_launched() -> None:
-    """relaunchGeneration may only grow; a lower one (e.g. a restored backup) never relaunches."""
+@pytest.mark.parametrize("lowered_to", [0, 3, 4])
+def test_relaunch_when_desired_generation_is_lowered(lowered_to: int) -> None:
+    """A GitOps revert of a bump lowers relaunchGeneration: that is a change, so it relaunches."""
     launched = Launched(5, trajectory_hash(runtime()))
-    plan = plan_launch(runtime(model="model-z"), 3, launched)
-    assert plan.action is LaunchAction.KEEP
-    assert plan.drift is True
+    plan = plan_launch(runtime(model="model-z"), lowered_to, launched)
+    assert plan.action is LaunchAction.RELAUNCH
+    assert plan.drift is False  # the relaunch clears it
     assert plan.observed_generation == 5
-    assert plan.desired_generation == 3
+    assert plan.desired_generation == lowered_to
+
+
+def test_keep_after_a_lowered_relaunch_has_happened() -> None:
+    """Once the session runs the lowered generation, it is kept: exactly one relaunch."""
+    h = trajectory_hash(runtime())
+    assert plan_launch(runtime(), 3, Launched(3, h)).action is LaunchAction.KEEP
 
 
 @pytest.mark.parametrize("raised_to", [1, 2, 100])
@@ -169,9 +176,9 @@ def test_relaunch_even_when_runtime_unchanged() -> None:
 
 
 @given(st.integers(0, 50), st.integers(0, 50), st.booleans())
-def test_relaunch_iff_raised(desired: int, launched_gen: int, same_runtime: bool) -> None:
+def test_relaunch_iff_changed(desired: int, launched_gen: int, same_runtime: bool) -> None:
     launched_rt = runtime() if same_runtime else runtime(args=["--old"])
     plan = plan_launch(runtime(), desired, Launched(launched_gen, trajectory_hash(launched_rt)))
-    assert (plan.action is LaunchAction.RELAUNCH) == (desired > launched_gen)
-    assert (plan.action is LaunchAction.KEEP) == (desired <= launched_gen)
-    assert plan.drift == (desired <= launched_gen and not same_runtime)
+    assert (plan.action is LaunchAction.RELAUNCH) == (desired != launched_gen)
+    assert (plan.action is LaunchAction.KEEP) == (desired == launched_gen)
+    assert plan.drift == (desired == launched_gen and not same_runtime)
