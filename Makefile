@@ -44,8 +44,9 @@ run: cluster ## local control plane + CRDs + examples, then the controller in th
 	echo; echo "Bindery is starting against the local control plane. In another shell:"; \
 	echo "  export KUBECONFIG=$(CURDIR)/$(STATE_DIR)/kubeconfig PATH=$$(bash tools/build.sh --print):\$$PATH"; \
 	echo "  kubectl get bindery -A"; \
-	echo "Stop with Ctrl-C; 'make cluster-down' stops the control plane."; echo; \
-	exec $(BINDERY) run --standalone --liveness=http://127.0.0.1:8080/healthz --metrics-port 9090
+	echo "Stop with Ctrl-C; 'make cluster-down' stops the control plane."; \
+	echo "Leader election is on (Lease default/bindery-controller): no second controller reconciles beside this one."; echo; \
+	exec $(BINDERY) run --leader-elect --leader-election-namespace default --liveness=http://127.0.0.1:8080/healthz --metrics-port 9090
 
 lint: venv ## ruff, mypy (strict) and the import contract that keeps the domain pure
 	$(VENV)/bin/ruff check .

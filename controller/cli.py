@@ -1,6 +1,8 @@
 """The ``bindery`` command.
 
-bindery run                       run the controller (current kubeconfig, like any operator)
+bindery run                       run the controller (current kubeconfig, like any operator);
+                                  exit codes: 3 no kubeconfig, 4 API server unreachable,
+                                  5 CRDs missing, 6 liveness/metrics port in use
 bindery cluster up|down|env       a local control plane for development, no cluster needed
 bindery render FILE.kdl ...       Agent Spec KDL -> AgentSpec manifests
 bindery export FILE.yaml ...      AgentSpec manifests -> KDL
@@ -61,20 +63,25 @@ def _cluster_env(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from controller.operator import Options, run
+    from controller.preflight import PreflightError
 
     options = Options(
         namespaces=args.namespace,
         workers=args.workers,
-        leader_election=args.leader_elect,
+        leader_election=not args.standalone,
         election_namespace=args.leader_election_namespace,
         election_name=args.leader_election_id,
     )
-    return run(
-        options=options,
-        liveness=args.liveness,
-        metrics_port=args.metrics_port,
-        log_level=args.log_level,
-    )
+    try:
+        return run(
+            options=options,
+            liveness=args.liveness,
+            metrics_port=args.metrics_port,
+            log_level=args.log_level,
+        )
+    except PreflightError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.code
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -101,23 +108,27 @@ def build_parser() -> argparse.ArgumentParser:
         "--metrics-port", type=int, default=9090, help="Prometheus metrics port (0 to disable)"
     )
     run.add_argument("--workers", type=int, default=8, help="concurrent reconciles")
-    run.add_argument(
+    mode = run.add_mutually_exclusive_group()
+    mode.add_argument(
         "--leader-elect",
         action="store_true",
-        help="for several replicas: reconcile only while holding a coordination Lease",
+        help="reconcile only while holding a coordination Lease (the default; a second "
+        "instance waits instead of reconciling beside the first)",
+    )
+    mode.add_argument(
+        "--standalone",
+        action="store_true",
+        help="reconcile without leader election: only when nothing else can run beside it "
+        "(one replica with a Recreate rollout, or tests)",
     )
     run.add_argument(
         "--leader-election-namespace",
         default=os.environ.get("POD_NAMESPACE", ""),
-        help="namespace of the leader Lease (default: $POD_NAMESPACE)",
+        help="namespace of the leader Lease (default: $POD_NAMESPACE, else the kubeconfig "
+        "context's namespace, else 'default')",
     )
     run.add_argument(
         "--leader-election-id", default="bindery-controller", help="name of the leader Lease"
-    )
-    run.add_argument(
-        "--standalone",
-        action="store_true",
-        help="run as the only active replica, without leader election (the default)",
     )
     run.add_argument("--log-level", default="INFO")
     run.set_defaults(func=_run)
