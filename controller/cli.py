@@ -7,6 +7,7 @@ bindery cluster up|down|env       a local control plane for development, no clus
 bindery render FILE.kdl ...       Agent Spec KDL -> AgentSpec manifests
 bindery export FILE.yaml ...      AgentSpec manifests -> KDL
 bindery import-tool FILE.yaml     a tool with snake_case resource_slots -> Tool manifest
+bindery why AGENT [-o json]       why an agent is (not) Ready (also `kubectl bindery why`)
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from controller import __version__
 
@@ -82,6 +84,30 @@ def _run(args: argparse.Namespace) -> int:
     except PreflightError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.code
+
+
+def _why(args: argparse.Namespace) -> int:
+    from controller.why import run_why
+
+    return run_why(args)
+
+
+def add_why_parser(sub: Any) -> None:
+    """``why AGENT``: for ``bindery`` and for the ``kubectl-bindery`` plugin."""
+    why = sub.add_parser(
+        "why", help="why an agent is (not) Ready: each slot's candidates, its work hold, its launch"
+    )
+    why.add_argument("agent", metavar="AGENT", help="the AgentSpec's name")
+    why.add_argument(
+        "-n",
+        "--namespace",
+        default=None,
+        help="the agent's namespace (default: the kubeconfig context's, else 'default')",
+    )
+    why.add_argument(
+        "-o", "--output", choices=["text", "json"], default="text", help="text (default) or json"
+    )
+    why.set_defaults(func=_why)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -163,6 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     from controller.authoring.cli import register
 
     register(sub)
+    add_why_parser(sub)
     return parser
 
 
