@@ -834,6 +834,9 @@ def test_kubectl_get_bindery_and_columns(cluster: Cluster, objects: Objects) -> 
         objects.create(body)
         objects.patch(kind, body["metadata"]["name"], {"status": STATUSES[kind]}, status=True)
 
+    # kubectl resolves a category from its discovery cache without refreshing it on a miss: a
+    # cache written before the CRDs were served would not know "bindery". api-resources rewrites it.
+    cluster.kubectl("api-resources", "--api-group=bindery.dev")
     listed = cluster.kubectl("get", "bindery", "-n", ns, "-o", "name").stdout.split()
     assert {"agentspec.bindery.dev/a", "resource.bindery.dev/r", "tool.bindery.dev/t"} <= set(
         listed
