@@ -105,12 +105,18 @@ async def _check_api(api: client.ApiClient) -> None:
                 "it runs and that the kubeconfig's current context points at it",
                 EXIT_UNREACHABLE,
             ) from exc
-        try:
-            discovery = await kube.request("GET", f"/apis/{GROUP}/{VERSION}")
-        except ApiError as exc:
-            if not exc.not_found:
-                raise
-            discovery = {}
+        groups = await kube.request("GET", "/apis")
+        served_versions = {
+            str(v.get("version", ""))
+            for g in groups.get("groups") or []
+            if g.get("name") == GROUP
+            for v in g.get("versions") or []
+        }
+        discovery = (
+            await kube.request("GET", f"/apis/{GROUP}/{VERSION}")
+            if VERSION in served_versions
+            else {}
+        )
         served = {str(r.get("name", "")) for r in discovery.get("resources") or []}
         missing = [p for p in PLURALS if p not in served]
         if missing:
