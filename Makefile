@@ -59,9 +59,9 @@ fmt: venv ## format and fix what ruff can
 	$(VENV)/bin/ruff check --fix .
 
 unit: venv ## unit tests only (no control plane)
-	$(PY) -m pytest -m "not integration and not e2e" tests
+	$(PY) -m pytest -m "not integration and not e2e and not floors" tests
 
-test: venv control-plane lint ## everything: lint, unit and integration tests on a real API server
+test: venv control-plane lint ## everything: lint, unit, dependency floors and integration tests on a real API server
 	$(PY) -m pytest tests
 
 bench: venv control-plane ## benchmarks: prints figures and ratios to their targets
