@@ -44,8 +44,9 @@ run: cluster ## local control plane + CRDs + examples, then the controller in th
 	echo; echo "Bindery is starting against the local control plane. In another shell:"; \
 	echo "  export KUBECONFIG=$(CURDIR)/$(STATE_DIR)/kubeconfig PATH=$$(bash tools/build.sh --print):\$$PATH"; \
 	echo "  kubectl get bindery -A"; \
-	echo "Stop with Ctrl-C; 'make cluster-down' stops the control plane."; echo; \
-	exec $(BINDERY) run --standalone --liveness=http://127.0.0.1:8080/healthz --metrics-port 9090
+	echo "Stop with Ctrl-C; 'make cluster-down' stops the control plane."; \
+	echo "Leader election is on (Lease default/bindery-controller): no second controller reconciles beside this one."; echo; \
+	exec $(BINDERY) run --leader-elect --leader-election-namespace default --liveness=http://127.0.0.1:8080/healthz --metrics-port 9090
 
 lint: venv ## ruff, mypy (strict) and the import contract that keeps the domain pure
 	$(VENV)/bin/ruff check .
@@ -58,9 +59,9 @@ fmt: venv ## format and fix what ruff can
 	$(VENV)/bin/ruff check --fix .
 
 unit: venv ## unit tests only (no control plane)
-	$(PY) -m pytest -m "not integration and not e2e" tests
+	$(PY) -m pytest -m "not integration and not e2e and not floors" tests
 
-test: venv control-plane lint ## everything: lint, unit and integration tests on a real API server
+test: venv control-plane lint ## everything: lint, unit, dependency floors and integration tests on a real API server
 	$(PY) -m pytest tests
 
 bench: venv control-plane ## benchmarks: prints figures and ratios to their targets

@@ -1,11 +1,14 @@
 """The ``bindery`` command.
 
-bindery run                       run the controller (current kubeconfig, like any operator)
+bindery run                       run the controller (current kubeconfig, like any operator);
+                                  exit codes: 3 no kubeconfig, 4 API server unreachable,
+                                  5 CRDs missing, 6 liveness/metrics port in use
 bindery cluster up|down|env       a local control plane for development, no cluster needed
 bindery render FILE.kdl ...       Agent Spec KDL -> AgentSpec manifests
 bindery export FILE.yaml ...      AgentSpec manifests -> KDL
 bindery import-tool FILE.yaml     a tool with snake_case resource_slots -> Tool manifest
 bindery uri-encode URI ...        a URI as the CRDs accept it: non-ASCII percent-encoded
+bindery why AGENT [-o json]       why an agent is (not) Ready (also `kubectl bindery why`)
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from controller import __version__
 
@@ -62,20 +66,49 @@ def _cluster_env(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from controller.operator import Options, run
+    from controller.preflight import PreflightError
 
     options = Options(
         namespaces=args.namespace,
         workers=args.workers,
-        leader_election=args.leader_elect,
+        leader_election=not args.standalone,
         election_namespace=args.leader_election_namespace,
         election_name=args.leader_election_id,
     )
-    return run(
-        options=options,
-        liveness=args.liveness,
-        metrics_port=args.metrics_port,
-        log_level=args.log_level,
+    try:
+        return run(
+            options=options,
+            liveness=args.liveness,
+            metrics_port=args.metrics_port,
+            log_level=args.log_level,
+        )
+    except PreflightError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.code
+
+
+def _why(args: argparse.Namespace) -> int:
+    from controller.why import run_why
+
+    return run_why(args)
+
+
+def add_why_parser(sub: Any) -> None:
+    """``why AGENT``: for ``bindery`` and for the ``kubectl-bindery`` plugin."""
+    why = sub.add_parser(
+        "why", help="why an agent is (not) Ready: each slot's candidates, its work hold, its launch"
     )
+    why.add_argument("agent", metavar="AGENT", help="the AgentSpec's name")
+    why.add_argument(
+        "-n",
+        "--namespace",
+        default=None,
+        help="the agent's namespace (default: the kubeconfig context's, else 'default')",
+    )
+    why.add_argument(
+        "-o", "--output", choices=["text", "json"], default="text", help="text (default) or json"
+    )
+    why.set_defaults(func=_why)
 
 
 def _uri_encode(args: argparse.Namespace) -> int:
@@ -115,23 +148,27 @@ def build_parser() -> argparse.ArgumentParser:
         "--metrics-port", type=int, default=9090, help="Prometheus metrics port (0 to disable)"
     )
     run.add_argument("--workers", type=int, default=8, help="concurrent reconciles")
-    run.add_argument(
+    mode = run.add_mutually_exclusive_group()
+    mode.add_argument(
         "--leader-elect",
         action="store_true",
-        help="for several replicas: reconcile only while holding a coordination Lease",
+        help="reconcile only while holding a coordination Lease (the default; a second "
+        "instance waits instead of reconciling beside the first)",
+    )
+    mode.add_argument(
+        "--standalone",
+        action="store_true",
+        help="reconcile without leader election: only when nothing else can run beside it "
+        "(one replica with a Recreate rollout, or tests)",
     )
     run.add_argument(
         "--leader-election-namespace",
         default=os.environ.get("POD_NAMESPACE", ""),
-        help="namespace of the leader Lease (default: $POD_NAMESPACE)",
+        help="namespace of the leader Lease (default: $POD_NAMESPACE, else the kubeconfig "
+        "context's namespace, else 'default')",
     )
     run.add_argument(
         "--leader-election-id", default="bindery-controller", help="name of the leader Lease"
-    )
-    run.add_argument(
-        "--standalone",
-        action="store_true",
-        help="run as the only active replica, without leader election (the default)",
     )
     run.add_argument("--log-level", default="INFO")
     run.set_defaults(func=_run)
@@ -179,6 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     from controller.authoring.cli import register
 
     register(sub)
+    add_why_parser(sub)
     return parser
 
 

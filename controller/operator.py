@@ -13,7 +13,7 @@ import os
 import socket
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import kopf
@@ -23,6 +23,14 @@ from prometheus_client import start_http_server
 from controller import handlers, logs
 from controller.k8s.api import AGENTS, KubeApi, load_api_client
 from controller.leader import LeaderElector, LeadershipLostError
+from controller.preflight import (
+    check_cluster,
+    check_liveness_port,
+    check_port,
+    default_namespace,
+    load_client,
+    port_in_use,
+)
 from controller.reconcile import Controller
 
 log = structlog.get_logger("bindery.operator")
@@ -50,11 +58,12 @@ def _identity() -> str:
 
 @dataclass(frozen=True)
 class Options:
-    """How this controller process runs."""
+    """How this controller process runs: by default, reconciling only while it holds the leader
+    Lease, so a second instance waits instead of reconciling beside the first."""
 
     namespaces: list[str]
     workers: int = 8
-    leader_election: bool = False
+    leader_election: bool = True
     election_namespace: str = ""
     election_name: str = "bindery-controller"
     identity: str = field(default_factory=_identity)
@@ -138,14 +147,26 @@ async def _elect(
 
 
 def run(*, options: Options, liveness: str, metrics_port: int, log_level: str) -> int:
+    """Check what the controller needs (raising ``PreflightError``), then run until stopped."""
     logs.configure(log_level)
-    if options.leader_election and not options.election_namespace:
-        raise SystemExit(
-            "error: --leader-elect needs the lease's namespace: pass "
-            "--leader-election-namespace or set POD_NAMESPACE"
-        )
+    check_liveness_port(liveness)
     if metrics_port:
-        start_http_server(metrics_port)
+        check_port(metrics_port, "", "metrics server", "--metrics-port=PORT")
+    check_cluster(load_client())
+    if options.leader_election and not options.election_namespace:
+        options = replace(options, election_namespace=default_namespace())
+    if metrics_port:
+        try:
+            start_http_server(metrics_port)
+        except OSError as exc:  # taken between the check and now
+            raise port_in_use(metrics_port, "metrics server", "--metrics-port=PORT", exc) from exc
+    log.info(
+        "starting",
+        mode="leader election" if options.leader_election else "standalone",
+        lease=f"{options.election_namespace}/{options.election_name}"
+        if options.leader_election
+        else None,
+    )
 
     async def main() -> None:
         stop = asyncio.Event()

@@ -74,7 +74,11 @@ def cmd_render(args: argparse.Namespace) -> int:
             print("bindery render: error: --reverse prints KDL; -o does not apply", file=sys.stderr)
             return 2
         return cmd_export(args)
-    return _run(lambda: _dump(render(_read(args.files)), args.output))
+    warnings: list[str] = []
+    code = _run(lambda: _dump(render(_read(args.files), warnings), args.output))
+    for warning in warnings:
+        print(warning, file=sys.stderr)
+    return code
 
 
 def cmd_export(args: argparse.Namespace) -> int:

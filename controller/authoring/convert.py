@@ -6,10 +6,11 @@ whole, or an :class:`AuthoringError` lists every problem with its file, line and
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
-from controller.authoring.errors import AuthoringError, Pos, Problems
+from controller.authoring.errors import AuthoringError, Pos, Problems, q
 from controller.authoring.kdl import read_agents, to_kdl
 from controller.authoring.manifests import (
     AGENT_KIND,
@@ -55,8 +56,35 @@ def _checked(
     return out
 
 
-def render(sources: Iterable[Source]) -> list[dict[str, Any]]:
-    """The AgentSpec manifests of every ``agent`` in the KDL sources, in source order."""
+SCHEME_ONLY = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+"""A URI that is only a scheme: what KDL makes of an unquoted ``uri=github-issue://x/1`` (the
+string ``github-issue:`` and a ``//`` comment). Valid, so the API server accepts it."""
+
+
+def uri_warnings(docs: Iterable[Located]) -> list[str]:
+    """A ``FILE:LINE:COL: warning: ...`` line for every binding URI with nothing after its
+    scheme."""
+    out: list[str] = []
+    for doc in docs:
+        spec = doc.data.get("spec") if isinstance(doc.data, dict) else None
+        resources = spec.get("resources") if isinstance(spec, dict) else None
+        for i, binding in enumerate(resources if isinstance(resources, list) else []):
+            uri = binding.get("uri") if isinstance(binding, dict) else None
+            if isinstance(uri, str) and SCHEME_ONLY.fullmatch(uri):
+                pos = doc.at("spec", "resources", i, "uri")
+                out.append(
+                    f"{doc.file}:{pos}: warning: uri {q(uri)} of resource "
+                    f"{q(binding.get('name', ''))} has nothing after its scheme; an unquoted "
+                    f"uri=scheme://... is read as {q(uri)} followed by a // comment: quote it, "
+                    f'e.g. uri="{uri}//..."'
+                )
+    return out
+
+
+def render(sources: Iterable[Source], warnings: list[str] | None = None) -> list[dict[str, Any]]:
+    """The AgentSpec manifests of every ``agent`` in the KDL sources, in source order.
+
+    Suspicious but valid input is reported as warning lines appended to ``warnings``."""
     problems = Problems()
     docs: list[Located] = []
     for file, text in sources:
@@ -66,6 +94,8 @@ def render(sources: Iterable[Source]) -> list[dict[str, Any]]:
             problems.extend(exc.diagnostics)
     agents = _checked(docs, problems)
     problems.raise_if_any()
+    if warnings is not None:
+        warnings.extend(uri_warnings(docs))
     return [agent_manifest(metadata, spec) for metadata, spec in agents]
 
 

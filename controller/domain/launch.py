@@ -12,8 +12,14 @@ import hashlib
 import json
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import Any
 
 from controller.domain.models import Runtime
+
+LAUNCH_GENERATION_ANNOTATION = "bindery.dev/launch-generation"
+TRAJECTORY_HASH_ANNOTATION = "bindery.dev/trajectory-hash"
+LAUNCHED_AT_ANNOTATION = "bindery.dev/launched-at"
+"""The annotations a session's pod template (and so its pod) carries about its launch."""
 
 
 def trajectory_hash(runtime: Runtime) -> str:
@@ -157,3 +163,27 @@ def plan_session(
         base.trajectory_hash,
     )
     return plan if same else replace(plan, notice=LaunchNotice.EDITED)
+
+
+def launched_from_annotations(annotations: dict[str, Any]) -> Launched | None:
+    """The launch a session workload's template or pod says it carries (None: it says none)."""
+    raw = annotations.get(LAUNCH_GENERATION_ANNOTATION)
+    if not isinstance(raw, str) or not raw.isascii() or not raw.isdigit():
+        return None
+    return Launched(
+        int(raw),
+        str(annotations.get(TRAJECTORY_HASH_ANNOTATION, "")),
+        str(annotations.get(LAUNCHED_AT_ANNOTATION, "")),
+    )
+
+
+def launch_record(status: dict[str, Any]) -> Launched | None:
+    """What the controller recorded launching, from the agent's status (only it writes there)."""
+    generation = status.get("launchedGeneration")
+    if not isinstance(generation, int) or isinstance(generation, bool):
+        return None
+    return Launched(
+        generation,
+        str(status.get("launchedTrajectoryHash", "")),
+        str(status.get("lastLaunchTime", "")),
+    )

@@ -11,8 +11,21 @@ from typing import Any
 
 from controller.domain import rules
 from controller.domain.delivery import BINDINGS_FILE
+from controller.domain.launch import (
+    LAUNCH_GENERATION_ANNOTATION,
+    LAUNCHED_AT_ANNOTATION,
+    TRAJECTORY_HASH_ANNOTATION,
+    Launched,
+    launched_from_annotations,
+)
 from controller.domain.models import API_VERSION, AgentObject, Runtime, WireModel
 from controller.domain.work import hold_name
+
+__all__ = [
+    "LAUNCHED_AT_ANNOTATION",
+    "LAUNCH_GENERATION_ANNOTATION",
+    "TRAJECTORY_HASH_ANNOTATION",
+]
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGER = "bindery"
@@ -21,9 +34,6 @@ COMPONENT_LABEL = "app.kubernetes.io/component"
 
 URI_ANNOTATION = "bindery.dev/uri"
 HOLDER_UID_ANNOTATION = "bindery.dev/holder-uid"
-LAUNCH_GENERATION_ANNOTATION = "bindery.dev/launch-generation"
-TRAJECTORY_HASH_ANNOTATION = "bindery.dev/trajectory-hash"
-LAUNCHED_AT_ANNOTATION = "bindery.dev/launched-at"
 
 BINDINGS_MOUNT = rules.BINDINGS_MOUNT
 BINDINGS_VOLUME = rules.BINDINGS_VOLUME
@@ -251,26 +261,15 @@ def _pod_settings(runtime: Runtime, service_account: str) -> dict[str, Any]:
     return out
 
 
-def launched_from(workload: dict[str, Any]) -> tuple[int, str, str] | None:
-    """Read (launch generation, trajectory hash, launched-at) back from a session workload."""
+def launched_from(workload: dict[str, Any]) -> Launched | None:
+    """The launch a session workload's pod template says it carries."""
     template = (workload.get("spec") or {}).get("template") or {}
     return launched_from_annotations((template.get("metadata") or {}).get("annotations") or {})
 
 
-def launched_from_pod(pod: dict[str, Any]) -> tuple[int, str, str] | None:
+def launched_from_pod(pod: dict[str, Any]) -> Launched | None:
     """What a session pod was started with (its template's annotations, copied to the pod)."""
     return launched_from_annotations((pod.get("metadata") or {}).get("annotations") or {})
-
-
-def launched_from_annotations(annotations: dict[str, Any]) -> tuple[int, str, str] | None:
-    raw = annotations.get(LAUNCH_GENERATION_ANNOTATION)
-    if raw is None or not raw.isascii() or not raw.isdigit():
-        return None
-    return (
-        int(raw),
-        annotations.get(TRAJECTORY_HASH_ANNOTATION, ""),
-        annotations.get(LAUNCHED_AT_ANNOTATION, ""),
-    )
 
 
 def canonical(manifest: dict[str, Any]) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 import structlog
 
 from controller.domain import status
-from controller.domain.launch import LaunchAction, Launched, plan_session
+from controller.domain.launch import LaunchAction, launch_record, plan_session
 from controller.domain.models import AgentObject
 from controller.domain.refs import Request
 from controller.domain.session_health import SessionHealth, session_health
@@ -32,20 +32,6 @@ class SessionOutcome:
 
 
 NO_SESSION = SessionOutcome(view=None)
-
-
-def launch_record(old: dict[str, Any]) -> Launched | None:
-    """What the controller recorded launching, from the agent's status (only it writes there)."""
-    generation = old.get("launchedGeneration")
-    if not isinstance(generation, int) or isinstance(generation, bool):
-        return None
-    return Launched(
-        generation, str(old.get("launchedTrajectoryHash", "")), str(old.get("lastLaunchTime", ""))
-    )
-
-
-def _launched(read: tuple[int, str, str] | None) -> Launched | None:
-    return Launched(*read) if read else None
 
 
 class Sessions:
@@ -83,13 +69,14 @@ class Sessions:
             runtime,
             agent.spec.relaunch_generation,
             record=record,
-            annotated=_launched(builders.launched_from(current)) if current else None,
+            annotated=builders.launched_from(current) if current else None,
             exists=current is not None,
         )
         if plan.action is LaunchAction.KEEP:
             at = record.launched_at if record else ""
             if not at and current is not None:
-                at = (_launched(builders.launched_from(current)) or Launched(0, "", "")).launched_at
+                annotated = builders.launched_from(current)
+                at = annotated.launched_at if annotated else ""
             health, running = await self._health(by, ns, name, since=at)
             view = status.SessionView(plan, running, plan.launched_hash, at, health)
             return SessionOutcome(view)
@@ -133,8 +120,8 @@ class Sessions:
             if not just_launched:
                 failed = await self._failed_create(ns, name, since)
         health = session_health(pod, failed)
-        read = builders.launched_from_pod(pod) if pod is not None and health.running else None
-        return health, read[0] if read else None
+        ran = builders.launched_from_pod(pod) if pod is not None and health.running else None
+        return health, ran.generation if ran else None
 
     async def _failed_create(self, ns: str, name: str, since: str) -> str:
         """The message of the StatefulSet's newest FailedCreate Event since ``since``."""

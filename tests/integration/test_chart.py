@@ -124,6 +124,15 @@ def rules_of(role: dict[str, Any]) -> Rules:
     return rules
 
 
+def controller_cluster_roles(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The controller's ClusterRoles (not the ones aggregated into view/edit/admin for people)."""
+    return [
+        o
+        for o in only(objects, "ClusterRole")
+        if o["metadata"]["labels"].get("app.kubernetes.io/component") != "user-rbac"
+    ]
+
+
 def container_args(objects: list[dict[str, Any]]) -> list[str]:
     (deployment,) = only(objects, "Deployment")
     args: list[str] = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
@@ -157,12 +166,14 @@ LINT_VARIANTS: dict[str, dict[str, Any]] = {
         "defaultResourceTypes.enabled": True,
         "metrics.serviceMonitor.enabled": True,
         "metrics.serviceMonitor.scrapeTimeout": "10s",
+        "metrics.prometheusRule.enabled": True,
+        "metrics.dashboard.enabled": True,
         "sessionServiceAccount": "agents",
         "podSecurityContext.runAsUser": None,
         "imagePullSecrets": [{"name": "registry"}],
         "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}],
     },
-    "no-metrics-no-rbac": {"metrics.enabled": False, "rbac.create": False},
+    "no-metrics-no-rbac": {"metrics.enabled": False, "rbac.create": False, "rbac.userRoles": False},
 }
 
 
@@ -204,8 +215,10 @@ def test_default_rendering_is_one_standalone_restricted_controller(helm_bin: Pat
     objects = render(helm_bin, "bindery", "bindery-system")
     kinds = sorted(o["kind"] for o in objects)
     assert kinds == [
-        "ClusterRole", "ClusterRoleBinding", "Deployment", "Service", "ServiceAccount",
+        "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "Deployment",
+        "Service", "ServiceAccount",
     ]  # fmt: skip
+    assert len(controller_cluster_roles(objects)) == 1  # the other two are for people
     assert container_args(objects) == [
         "--liveness=http://0.0.0.0:8080/healthz",
         "--metrics-port=9090",
@@ -311,7 +324,7 @@ def test_default_resource_types_match_the_examples(helm_bin: Path) -> None:
 
 def test_rbac_is_exactly_what_the_controller_calls(helm_bin: Path) -> None:
     objects = render(helm_bin, "bindery", "ops")
-    (cluster_role,) = only(objects, "ClusterRole")
+    (cluster_role,) = controller_cluster_roles(objects)
     rules = rules_of(cluster_role)
     assert rules == {**CLUSTER_RULES, **NAMESPACED_RULES}
     for (group, resource), verbs in rules.items():
@@ -325,14 +338,14 @@ def test_rbac_is_exactly_what_the_controller_calls(helm_bin: Path) -> None:
         assert (kind.group, kind.plural) in rules, f"no rule for {kind}"
 
     scoped = render(helm_bin, "bindery", "ops", {"watchNamespaces": ["team-a"]})
-    (small,) = only(scoped, "ClusterRole")
+    (small,) = controller_cluster_roles(scoped)
     assert rules_of(small) == {**CLUSTER_RULES, **NAMESPACES_RULE}
     (role,) = only(scoped, "Role")
     assert rules_of(role) == NAMESPACED_RULES
 
     # HA adds only the leader-election Role; the other rules are the same.
     ha = render(helm_bin, "bindery", "ops", {"ha.enabled": True, "replicas": 2})
-    (ha_cluster_role,) = only(ha, "ClusterRole")
+    (ha_cluster_role,) = controller_cluster_roles(ha)
     assert rules_of(ha_cluster_role) == rules
 
 
@@ -433,6 +446,10 @@ def chart_rbac(
     finally:
         cluster.kubectl(
             "delete", "clusterrole,clusterrolebinding", f"{release}-bindery",
+            "--ignore-not-found", check=False,
+        )  # fmt: skip
+        cluster.kubectl(
+            "delete", "clusterrole", f"{release}-bindery-view", f"{release}-bindery-edit",
             "--ignore-not-found", check=False,
         )  # fmt: skip
 

@@ -193,6 +193,21 @@ def test_render_seed_agent(run: Run) -> None:
     assert run("render", write("dev.kdl", SEED_AGENT)) == (0, SEED_MANIFEST, "")
 
 
+def test_render_warns_when_a_uri_is_only_its_scheme(run: Run) -> None:
+    """Unquoted, ``uri=github-issue://x/1`` is KDL for "github-issue:" and a // comment."""
+    kdl = 'agent "dev" {\n  resource "work" _tag="github-issue" uri=github-issue://x/1\n}\n'
+    code, out, err = run("render", write("dev.kdl", kdl))
+    assert code == 0
+    assert "uri: 'github-issue:'" in out  # still rendered: the API server accepts it
+    assert err.splitlines() == [
+        'dev.kdl:2:43: warning: uri "github-issue:" of resource "work" has nothing after its '
+        'scheme; an unquoted uri=scheme://... is read as "github-issue:" followed by a // '
+        'comment: quote it, e.g. uri="github-issue://..."'
+    ]
+    quoted = kdl.replace("uri=github-issue://x/1", 'uri="github-issue://x/1"')
+    assert run("render", write("ok.kdl", quoted))[2] == ""
+
+
 def test_render_seed_agent_as_json(run: Run) -> None:
     code, out, _ = run("render", "-o", "json", write("dev.kdl", SEED_AGENT))
     assert code == 0

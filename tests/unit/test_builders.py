@@ -511,17 +511,17 @@ def test_the_runtime_decides_the_token_when_it_says(account: str, automount: boo
 
 
 def test_launched_from_reads_back_what_session_workload_wrote() -> None:
-    assert builders.launched_from(workload()) == (3, trajectory_hash(RUNTIME), LAUNCHED_AT)
+    assert builders.launched_from(workload()) == Launched(3, trajectory_hash(RUNTIME), LAUNCHED_AT)
     assert builders.launched_from(
         workload(launch_generation=0, trajectory_hash="sha256:abc", launched_at="")
-    ) == (0, "sha256:abc", "")
+    ) == Launched(0, "sha256:abc", "")
 
 
 def test_launched_from_feeds_plan_launch_without_relaunching() -> None:
     """A restarted controller adopts the session as found: no relaunch, no drift."""
     read = builders.launched_from(workload())
     assert read is not None
-    plan = plan_launch(RUNTIME, 3, Launched(*read))
+    plan = plan_launch(RUNTIME, 3, read)
     assert plan.action.value == "Keep"
     assert not plan.drift
 
@@ -532,7 +532,7 @@ def test_launched_from_ignores_workload_metadata_annotations() -> None:
     d["metadata"]["annotations"]["bindery.dev/launch-generation"] = "99"
     read = builders.launched_from(d)
     assert read is not None
-    assert read[0] == 3
+    assert read.generation == 3
 
 
 @pytest.mark.parametrize(
@@ -557,7 +557,7 @@ def test_launched_from_missing_or_garbage(body: dict[str, Any]) -> None:
 
 def test_launched_from_defaults_missing_hash_and_time() -> None:
     body = {"spec": {"template": {"metadata": {"annotations": {LAUNCH_KEY: "2"}}}}}
-    assert builders.launched_from(body) == (2, "", "")
+    assert builders.launched_from(body) == Launched(2, "", "")
 
 
 # ------------------------------------------------------------------------------- long names

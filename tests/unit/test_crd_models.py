@@ -257,6 +257,19 @@ def test_crd_identity(kind: str) -> None:
     assert version["subresources"] == {"status": {}}
 
 
+# Names other projects' CRDs are known to use as plurals, singulars or short names: a Bindery short
+# name equal to one would make `kubectl get NAME` list Bindery objects instead of theirs (kubectl
+# expands short names before it matches plurals). kagent.dev has Agents; Gloo has RouteTables (rt).
+FOREIGN_NAMES = {"agent", "agents", "tool", "tools", "resource", "model", "models", "rt", "res"}
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_short_names_do_not_shadow_other_projects_kinds(kind: str) -> None:
+    names = load_crd(kind)["spec"]["names"]
+    assert not set(names["shortNames"]) & FOREIGN_NAMES
+    assert names["categories"] == ["bindery"]
+
+
 def test_short_names_are_unique_across_kinds() -> None:
     seen: list[str] = []
     for kind in KINDS:
@@ -452,7 +465,8 @@ def test_transition_rules_are_where_the_contract_needs_them() -> None:
     uri = spec_schema("Resource")["properties"]["uri"]
     assert "self == oldSelf" in [r["rule"] for r in uri["x-kubernetes-validations"]]
     relaunch = spec_schema("AgentSpec")["properties"]["relaunchGeneration"]
-    assert "self >= oldSelf" in [r["rule"] for r in relaunch["x-kubernetes-validations"]]
+    # Any change relaunches, so a GitOps revert (lowering it) must be accepted: no transition rule.
+    assert "x-kubernetes-validations" not in relaunch
     assert relaunch["minimum"] == 0
 
 

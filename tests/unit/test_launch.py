@@ -208,15 +208,21 @@ def test_keep_with_drift_when_runtime_changed_but_generation_equal() -> None:
     assert plan.launched_hash == launched.trajectory_hash
 
 
-def test_a_lowered_generation_relaunches_once() -> None:
-    """A GitOps revert of a raise is a change too: it relaunches once with the current runtime."""
+@pytest.mark.parametrize("lowered_to", [0, 3, 4])
+def test_relaunch_when_desired_generation_is_lowered(lowered_to: int) -> None:
+    """A GitOps revert of a bump lowers relaunchGeneration: that is a change, so it relaunches."""
     launched = Launched(5, trajectory_hash(runtime()))
-    plan = plan_launch(runtime(model="model-z"), 3, launched)
+    plan = plan_launch(runtime(model="model-z"), lowered_to, launched)
     assert plan.action is LaunchAction.RELAUNCH
+    assert plan.drift is False  # the relaunch clears it
     assert plan.observed_generation == 5
-    assert plan.desired_generation == 3
-    again = plan_launch(runtime(model="model-z"), 3, Launched(3, plan.desired_hash))
-    assert again.action is LaunchAction.KEEP
+    assert plan.desired_generation == lowered_to
+
+
+def test_keep_after_a_lowered_relaunch_has_happened() -> None:
+    """Once the session runs the lowered generation, it is kept: exactly one relaunch."""
+    h = trajectory_hash(runtime())
+    assert plan_launch(runtime(), 3, Launched(3, h)).action is LaunchAction.KEEP
 
 
 @pytest.mark.parametrize("raised_to", [1, 2, 100])

@@ -1,0 +1,173 @@
+"""Checks ``bindery run`` makes before it starts: each failure is one line and its own exit code.
+
+Without them a missing kubeconfig, an API server that is down, CRDs that were never applied or a
+port another process holds show up as kopf retrying every minute with a traceback, or as a
+traceback from the metrics server. Each check here says what is wrong, where, and what to do,
+and ``bindery run`` exits with the code below, so scripts and supervisors can tell them apart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import urllib3
+from kubernetes import client, config
+
+from controller.domain.models import GROUP, VERSION
+from controller.k8s.api import ApiError, KubeApi
+
+EXIT_NO_KUBECONFIG = 3
+"""No in-cluster configuration and no usable kubeconfig."""
+EXIT_UNREACHABLE = 4
+"""The API server did not answer (or refused our credentials)."""
+EXIT_NO_CRDS = 5
+"""The API server does not serve Bindery's kinds: the CRDs are not applied."""
+EXIT_PORT_IN_USE = 6
+"""The liveness or metrics port is taken (often: another ``bindery run``)."""
+
+PLURALS = ("resourcetypes", "resources", "tools", "agentspecs")
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+@dataclass
+class PreflightError(Exception):
+    """A start-up check failed: ``message`` is the one line to print, ``code`` the exit code."""
+
+    message: str
+    code: int
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def load_client() -> client.ApiClient:
+    """In-cluster configuration in a pod, else the kubeconfig; a clear error when neither."""
+    cfg = client.Configuration()
+    try:
+        config.load_incluster_config(client_configuration=cfg)
+    except config.ConfigException:
+        where = os.environ.get("KUBECONFIG") or "~/.kube/config"
+        try:
+            config.load_kube_config(client_configuration=cfg)
+        except (config.ConfigException, OSError) as exc:
+            detail = " ".join(str(exc).split())
+            raise PreflightError(
+                f"no kubeconfig: not in a pod, and {where} (from "
+                f"{'$KUBECONFIG' if 'KUBECONFIG' in os.environ else 'the default path'}) "
+                f"gives no cluster ({detail}); set KUBECONFIG to a kubeconfig file, or start a "
+                "local control plane with 'bindery cluster up'",
+                EXIT_NO_KUBECONFIG,
+            ) from exc
+    return client.ApiClient(cfg)
+
+
+def default_namespace() -> str:
+    """The namespace to hold the leader Lease in when none is given: the pod's own namespace,
+    else the kubeconfig context's namespace, else ``default``."""
+    if pod_namespace := os.environ.get("POD_NAMESPACE"):
+        return pod_namespace
+    try:
+        return SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or "default"
+    except OSError:
+        pass
+    try:
+        _, active = config.list_kube_config_contexts()
+    except (config.ConfigException, OSError):
+        return "default"
+    return str((active or {}).get("context", {}).get("namespace") or "default")
+
+
+async def _check_api(api: client.ApiClient) -> None:
+    server = api.configuration.host
+    # No retries: an API server that is down should be reported now, not after urllib3's three.
+    api.configuration.retries = 0
+    kube = KubeApi(api, threads=1)
+    try:
+        try:
+            await kube.request("GET", "/version")
+        except ApiError as exc:
+            if exc.status in (401, 403):
+                raise PreflightError(
+                    f"the API server at {server} refused our credentials (HTTP {exc.status} "
+                    f"{exc.reason}); check the kubeconfig's user or the pod's ServiceAccount",
+                    EXIT_UNREACHABLE,
+                ) from exc
+            raise
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise PreflightError(
+                f"the API server at {server} is unreachable ({type(exc).__name__}); check that "
+                "it runs and that the kubeconfig's current context points at it",
+                EXIT_UNREACHABLE,
+            ) from exc
+        groups = await kube.request("GET", "/apis")
+        served_versions = {
+            str(v.get("version", ""))
+            for g in groups.get("groups") or []
+            if g.get("name") == GROUP
+            for v in g.get("versions") or []
+        }
+        discovery = (
+            await kube.request("GET", f"/apis/{GROUP}/{VERSION}")
+            if VERSION in served_versions
+            else {}
+        )
+        served = {str(r.get("name", "")) for r in discovery.get("resources") or []}
+        missing = [p for p in PLURALS if p not in served]
+        if missing:
+            names = ", ".join(f"{p}.{GROUP}" for p in missing)
+            raise PreflightError(
+                f"the API server at {server} does not serve {GROUP}/{VERSION} {names}: the "
+                "CRDs are not installed; apply them with 'kubectl apply --server-side -f crds/' "
+                "(or the chart's crds/ directory)",
+                EXIT_NO_CRDS,
+            )
+    finally:
+        kube.close()
+
+
+def check_cluster(api: client.ApiClient) -> None:
+    """The API server answers and serves the four Bindery kinds."""
+    asyncio.run(_check_api(api))
+
+
+def check_port(port: int, host: str, what: str, flag: str) -> None:
+    """Nothing listens on ``host:port`` yet (bound and released at once, as a server would)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        # Like the servers that bind it next: a port in TIME_WAIT is free, a listening one not.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            raise PreflightError(
+                f"port {port} for the {what} is in use on {host or 'all interfaces'} (another "
+                f"'bindery run'?); stop that process, or choose another port with {flag}",
+                EXIT_PORT_IN_USE,
+            ) from exc
+
+
+def check_liveness_port(url: str) -> None:
+    """The port of kopf's liveness endpoint URL (``http://host:port/path``) is free."""
+    if not url:
+        return
+    parts = urlsplit(url)
+    if parts.port is None:
+        return
+    check_port(parts.port, parts.hostname or "", "liveness endpoint", "--liveness=URL")
+
+
+def port_in_use(port: int, what: str, flag: str, exc: OSError) -> PreflightError:
+    """The error for a server that failed to bind ``port`` after the check (a race)."""
+    return PreflightError(
+        f"port {port} for the {what} is in use ({exc.strerror}); stop the process that holds "
+        f"it, or choose another port with {flag}",
+        EXIT_PORT_IN_USE,
+    )

@@ -1,0 +1,246 @@
+"""`bindery why`'s explanation: computed by the controller's engine, pinned by golden files.
+
+Regenerate the golden files after an intended change with:
+
+    BINDERY_UPDATE_GOLDEN=1 .venv/bin/pytest tests/unit/test_explain.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller.domain import explain as ex
+from controller.domain.launch import launched_from_annotations, trajectory_hash
+from controller.domain.models import Runtime
+from controller.domain.work import Hold
+from controller.k8s import builders
+
+GOLDEN = Path(__file__).parent / "golden"
+UPDATE = os.environ.get("BINDERY_UPDATE_GOLDEN") == "1"
+NS = "demo"
+RUNTIME = {"image": "ghcr.io/example/agent:1.0"}
+ISSUE = "github-issue://example/p/1"
+
+
+def obj(kind: str, name: str, spec: dict[str, Any], **meta: Any) -> dict[str, Any]:
+    md: dict[str, Any] = {"name": name, "uid": f"uid-{name}", "generation": 1, **meta}
+    if kind != "ResourceType":
+        md.setdefault("namespace", NS)
+    return {"apiVersion": "bindery.dev/v1alpha1", "kind": kind, "metadata": md, "spec": spec}
+
+
+TYPES = [
+    obj("ResourceType", "git-checkout", {}),
+    obj("ResourceType", "fs-directory", {"parentTypes": ["git-checkout"]}),
+    obj("ResourceType", "github-issue", {"uriSchemes": ["github-issue"]}),
+    obj("ResourceType", "broken", {"parentTypes": "not-a-list"}),
+]
+RESOURCES = [
+    obj("Resource", "repo-a", {"type": "git-checkout", "uri": "git://a"}, labels={"team": "x"}),
+    obj("Resource", "repo-b", {"type": "fs-directory", "uri": "file:///b"}, labels={"team": "x"}),
+    obj("Resource", "config", {"type": "git-checkout", "uri": "git://config"}),
+]
+TOOLS = [
+    obj(
+        "Tool",
+        "git",
+        {
+            "resourceSlots": [
+                {"name": "repo", "resourceType": "git-checkout", "access": "read_write"},
+                {
+                    "name": "config",
+                    "resourceType": "git-checkout",
+                    "access": "read_only",
+                    "binding": "static",
+                    "staticResource": "config",
+                },
+                {
+                    "name": "target",
+                    "resourceType": "git-checkout",
+                    "access": "read_only",
+                    "binding": "parameter",
+                },
+            ]
+        },
+    ),
+    obj("Tool", "issues", {"resourceSlots": [{"name": "issue", "resourceType": "github-issue"}]}),
+]
+
+
+def agent(
+    name: str, *, relaunch: int = 0, status: dict[str, Any] | None = None, **spec: Any
+) -> dict[str, Any]:
+    body = obj(
+        "AgentSpec",
+        name,
+        {
+            "resources": [{"name": "work", "tag": "github-issue", "uri": ISSUE}],
+            "tools": [{"name": "git"}, {"name": "issues"}, {"name": "absent"}],
+            "resourceSelector": {"matchLabels": {"team": "x"}},
+            "runtime": RUNTIME,
+            "relaunchGeneration": relaunch,
+            **spec,
+        },
+    )
+    if status is not None:
+        body["status"] = status
+    return body
+
+
+def session(generation: int, runtime: dict[str, Any]) -> dict[str, Any]:
+    annotations = {
+        builders.LAUNCH_GENERATION_ANNOTATION: str(generation),
+        builders.TRAJECTORY_HASH_ANNOTATION: trajectory_hash(Runtime.model_validate(runtime)),
+        builders.LAUNCHED_AT_ANNOTATION: "2026-11-30T12:00:00Z",
+    }
+    return {
+        "metadata": {"name": "dev-session", "namespace": NS},
+        "spec": {"template": {"metadata": {"annotations": annotations}}},
+        "status": {"readyReplicas": 1},
+    }
+
+
+def pod(generation: int) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": "dev-session-0",
+            "annotations": {builders.LAUNCH_GENERATION_ANNOTATION: str(generation)},
+        },
+        "status": {"phase": "Running"},
+    }
+
+
+HOLD = Hold(uri=ISSUE, holder=f"{NS}/dev", holder_uid="uid-dev", name="bindery-work-x")
+RIVALS = [
+    agent("late", status={"work": {"uri": ISSUE, "held": False, "since": "2026-11-30T12:05:00Z"}}),
+    agent("early", status={"work": {"uri": ISSUE, "held": False, "since": "2026-11-30T12:01:00Z"}}),
+]
+EVENTS = [
+    {
+        "type": "Normal",
+        "reason": "Launched",
+        "note": "session launched at generation 2",
+        "eventTime": "2026-11-30T12:00:00.000000Z",
+    },
+    {
+        "type": "Warning",
+        "reason": "BindingError",
+        "message": "core-shaped event",
+        "lastTimestamp": "2026-11-30T12:00:05Z",
+    },
+]
+
+
+def observed(**changes: Any) -> ex.Observed:
+    fields: dict[str, Any] = {
+        "agent": agent("dev", relaunch=2, runtime={"image": "ghcr.io/example/agent:2.0"}),
+        "types": TYPES,
+        "resources": RESOURCES,
+        "tools": TOOLS,
+        "agents": RIVALS,
+        "holds": [HOLD],
+        "session": session(2, RUNTIME),
+        "pod": pod(2),
+        "events": EVENTS,
+        **changes,
+    }
+    return ex.Observed(**fields)
+
+
+def test_why_reads_the_annotations_the_builders_write() -> None:
+    read = launched_from_annotations(session_annotations_of(builders))
+    assert read is not None
+    assert read.generation == 4
+
+
+def session_annotations_of(module: Any) -> dict[str, str]:
+    return {
+        module.LAUNCH_GENERATION_ANNOTATION: "4",
+        module.TRAJECTORY_HASH_ANNOTATION: "sha256:x",
+        module.LAUNCHED_AT_ANNOTATION: "t",
+    }
+
+
+def test_an_ambiguous_slot_lists_each_candidate_and_why() -> None:
+    doc = ex.explain(observed())
+    assert doc["state"] == "Error"
+    repo = next(b for b in doc["bindings"] if b["name"] == "git.repo")
+    assert repo["state"] == "Error"
+    assert {c["uri"] for c in repo["candidates"]} >= {"git://a", "file:///b"}
+    assert all(c["reason"] for c in repo["candidates"])
+    assert doc["missingTools"] == ["absent"]
+    ready = next(c for c in doc["conditions"] if c["type"] == "Ready")
+    assert ready["reason"] == "BindingError"
+    assert ready["message"] == "; ".join(doc["errors"])
+    broken = "spec.parentTypes: Input should be a valid list"
+    assert doc["ignored"] == {"ResourceType broken": broken}
+
+
+def test_work_hold_and_the_queue_in_order() -> None:
+    work = ex.explain(observed())["work"]
+    assert work["holder"] == f"{NS}/dev"
+    assert work["state"] == "Working"
+    assert [c["agent"] for c in work["queue"]] == [f"{NS}/early", f"{NS}/late"]
+    rival = ex.explain(observed(agent=RIVALS[0], agents=[RIVALS[1], agent("dev")]))["work"]
+    assert rival["state"] == "Waiting"
+    assert rival["waitingFor"] == f"{NS}/dev"
+    assert [c["agent"] for c in rival["queue"]] == [f"{NS}/early", f"{NS}/late"]
+
+
+def test_session_drift_and_pending_relaunch() -> None:
+    kept = ex.explain(observed(agent=agent("dev", relaunch=2, runtime={"image": "other:1"})))
+    assert kept["session"]["action"] == "Keep"
+    assert kept["session"]["drift"] is True
+    relaunch = next(c for c in kept["conditions"] if c["type"] == "RelaunchRequired")
+    assert relaunch["status"] == "True"
+    lowered = ex.explain(observed(agent=agent("dev", relaunch=1)))
+    assert lowered["session"]["action"] == "Relaunch"
+    assert lowered["session"]["launchedGeneration"] == 2
+
+
+def test_an_agent_whose_spec_does_not_parse() -> None:
+    bad = agent("dev")
+    bad["spec"]["relaunchGeneration"] = -1
+    doc = ex.explain(observed(agent=bad))
+    assert doc["state"] == "Error"
+    assert "relaunchGeneration" in doc["specError"]
+    assert "spec rejected" in ex.render_text(doc)
+
+
+def test_the_last_events_newest_last() -> None:
+    many = [
+        {"type": "Normal", "reason": f"R{i}", "eventTime": f"2026-11-30T12:00:{i:02d}Z"}
+        for i in range(9, -1, -1)
+    ]
+    events = ex.explain(observed(events=many))["events"]
+    assert [e["reason"] for e in events] == ["R5", "R6", "R7", "R8", "R9"]
+
+
+@pytest.mark.parametrize("case", ["error", "waiting", "idle"])
+def test_golden(case: str) -> None:
+    if case == "error":
+        doc = ex.explain(observed())
+    elif case == "waiting":
+        fine = agent(
+            "late",
+            tools=[{"name": "issues"}],
+            status={"work": {"uri": ISSUE, "held": False, "since": "2026-11-30T12:05:00Z"}},
+        )
+        doc = ex.explain(
+            observed(agent=fine, agents=[agent("dev"), RIVALS[1]], session=None, pod=None)
+        )
+    else:
+        doc = ex.explain(
+            observed(agent=agent("dev", resources=[], tools=[], runtime=None), events=[])
+        )
+    for suffix, text in (("json", ex.to_json(doc)), ("txt", ex.render_text(doc))):
+        path = GOLDEN / f"why_{case}.{suffix}"
+        if UPDATE:
+            path.write_text(text)
+        assert text == path.read_text(), f"{path.name} differs; see the module docstring"
+    json.loads(ex.to_json(doc))
