@@ -19,7 +19,12 @@ from pydantic import BaseModel, ValidationError
 
 from controller.authoring.errors import Problems, q
 from controller.authoring.yamlpos import Located
-from controller.domain.models import API_VERSION, WORK_ROLE, AgentSpecSpec
+from controller.domain.models import (
+    API_VERSION,
+    DUPLICATE_NAMES_REPORTED,
+    WORK_ROLE,
+    AgentSpecSpec,
+)
 
 AGENT_KIND = "AgentSpec"
 TOOL_KIND = "Tool"
@@ -133,7 +138,12 @@ def validate_model(
         data = {}
     try:
         # As kubectl does, YAML values with no JSON form (timestamps...) travel as strings.
-        return model.model_validate_json(json.dumps(data, default=str), strict=True)
+        # Duplicate binding names are reported by _check_resources, at their positions.
+        return model.model_validate_json(
+            json.dumps(data, default=str),
+            strict=True,
+            context={DUPLICATE_NAMES_REPORTED: True},
+        )
     except ValidationError as exc:
         for err in exc.errors():
             path = (*prefix, *err["loc"])
