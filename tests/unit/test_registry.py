@@ -470,6 +470,7 @@ def test_the_benchmark_runs_at_a_tiny_scale_and_prints_its_figures() -> None:
         "incremental, one resource",
         "incremental, one type",
         "incremental, one tool",
+        "type chain of 400 registered child-first",
         "peak memory",
     ):
         assert figure in run.stdout
