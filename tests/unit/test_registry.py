@@ -474,4 +474,4 @@ def test_the_benchmark_runs_at_a_tiny_scale_and_prints_its_figures() -> None:
         "peak memory",
     ):
         assert figure in run.stdout
-    assert run.stdout.count("ratio ") == 5
+    assert run.stdout.count("ratio ") == 6
