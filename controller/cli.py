@@ -5,6 +5,7 @@ bindery cluster up|down|env       a local control plane for development, no clus
 bindery render FILE.kdl ...       Agent Spec KDL -> AgentSpec manifests
 bindery export FILE.yaml ...      AgentSpec manifests -> KDL
 bindery import-tool FILE.yaml     a tool with snake_case resource_slots -> Tool manifest
+bindery resolve --tool T --slot S VALUE   (in a session) a deferred parameter slot -> resource
 """
 
 from __future__ import annotations
@@ -75,6 +76,27 @@ def _run(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         log_level=args.log_level,
     )
+
+
+def _resolve(args: argparse.Namespace) -> int:
+    from controller.session import (
+        BindingsError,
+        ResolveError,
+        load_bindings,
+        resolve,
+        resource_json,
+    )
+
+    try:
+        bindings = load_bindings(args.bindings)
+        resource = resolve(
+            args.tool, args.slot, args.value, bindings=bindings, kubeconfig=args.kubeconfig
+        )
+    except (BindingsError, ResolveError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(resource_json(resource))
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -148,6 +170,29 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument(
                 "--port", type=int, default=None, help="kube-apiserver port (default: a free one)"
             )
+
+    resolve = sub.add_parser(
+        "resolve",
+        help="in a session: resolve a value for a deferred parameter slot, print the resource",
+        description="Resolve VALUE (a Resource name, namespace/name in the agent's namespace, "
+        "uid or URI) for a deferred parameter slot, with the session's credentials and the "
+        "controller's rules. Prints the resource as JSON; on refusal prints why on stderr and "
+        "exits 1.",
+    )
+    resolve.add_argument("--tool", required=True, help="the tool being invoked")
+    resolve.add_argument("--slot", required=True, help="its deferred parameter slot")
+    resolve.add_argument("value", metavar="VALUE", help="what the caller named")
+    resolve.add_argument(
+        "--bindings",
+        default=None,
+        help="the bindings file (default: $BINDERY_BINDINGS_FILE, else the mounted path)",
+    )
+    resolve.add_argument(
+        "--kubeconfig",
+        default=None,
+        help="credentials (default: the pod's ServiceAccount, else $KUBECONFIG)",
+    )
+    resolve.set_defaults(func=_resolve)
 
     from controller.authoring.cli import register
 
