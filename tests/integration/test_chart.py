@@ -113,6 +113,31 @@ def only(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [o for o in objects if o["kind"] == kind]
 
 
+SESSION_RESOLVER_SUFFIX = "-session-resolver"
+SESSION_RESOLVER_RULES: Rules = {
+    ("bindery.dev", "resources"): {"get", "list", "watch"},
+    ("bindery.dev", "resourcetypes"): {"get", "list", "watch"},
+}
+"""What code in a session reads to resolve a deferred parameter slot (controller/session)."""
+
+
+def controller_cluster_roles(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The controller's ClusterRoles (not the one sessions are bound to)."""
+    return [
+        o
+        for o in only(objects, "ClusterRole")
+        if not o["metadata"]["name"].endswith(SESSION_RESOLVER_SUFFIX)
+    ]
+
+
+def session_resolver_roles(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        o
+        for o in only(objects, "ClusterRole")
+        if o["metadata"]["name"].endswith(SESSION_RESOLVER_SUFFIX)
+    ]
+
+
 def rules_of(role: dict[str, Any]) -> Rules:
     rules: Rules = {}
     for rule in role["rules"]:
@@ -203,7 +228,8 @@ def test_default_rendering_is_one_standalone_restricted_controller(helm_bin: Pat
     objects = render(helm_bin, "bindery", "bindery-system")
     kinds = sorted(o["kind"] for o in objects)
     assert kinds == [
-        "ClusterRole", "ClusterRoleBinding", "Deployment", "Service", "ServiceAccount",
+        "ClusterRole", "ClusterRole", "ClusterRoleBinding", "Deployment", "Service",
+        "ServiceAccount",
     ]  # fmt: skip
     assert container_args(objects) == [
         "--liveness=http://0.0.0.0:8080/healthz",
@@ -310,7 +336,7 @@ def test_default_resource_types_match_the_examples(helm_bin: Path) -> None:
 
 def test_rbac_is_exactly_what_the_controller_calls(helm_bin: Path) -> None:
     objects = render(helm_bin, "bindery", "ops")
-    (cluster_role,) = only(objects, "ClusterRole")
+    (cluster_role,) = controller_cluster_roles(objects)
     rules = rules_of(cluster_role)
     assert rules == {**CLUSTER_RULES, **NAMESPACED_RULES}
     for (group, resource), verbs in rules.items():
@@ -324,15 +350,33 @@ def test_rbac_is_exactly_what_the_controller_calls(helm_bin: Path) -> None:
         assert (kind.group, kind.plural) in rules, f"no rule for {kind}"
 
     scoped = render(helm_bin, "bindery", "ops", {"watchNamespaces": ["team-a"]})
-    (small,) = only(scoped, "ClusterRole")
+    (small,) = controller_cluster_roles(scoped)
     assert rules_of(small) == {**CLUSTER_RULES, **NAMESPACES_RULE}
     (role,) = only(scoped, "Role")
     assert rules_of(role) == NAMESPACED_RULES
 
     # HA adds only the leader-election Role; the other rules are the same.
     ha = render(helm_bin, "bindery", "ops", {"ha.enabled": True, "replicas": 2})
-    (ha_cluster_role,) = only(ha, "ClusterRole")
+    (ha_cluster_role,) = controller_cluster_roles(ha)
     assert rules_of(ha_cluster_role) == rules
+
+
+def test_the_session_resolver_role_only_reads_resources_and_types(helm_bin: Path) -> None:
+    for values in ({}, {"watchNamespaces": ["team-a"]}, {"ha.enabled": True, "replicas": 2}):
+        objects = render(helm_bin, "bindery", "ops", values)
+        (role,) = session_resolver_roles(objects)
+        assert role["metadata"]["name"] == "bindery-session-resolver"
+        assert rules_of(role) == SESSION_RESOLVER_RULES
+        # It is bound per namespace by its users, never by the chart.
+        bindings = only(objects, "ClusterRoleBinding") + only(objects, "RoleBinding")
+        assert all(b["roleRef"]["name"] != role["metadata"]["name"] for b in bindings)
+    assert not session_resolver_roles(
+        render(helm_bin, "bindery", "ops", {"rbac.sessionResolver": False})
+    )
+    assert not only(render(helm_bin, "bindery", "ops", {"rbac.create": False}), "ClusterRole")
+    long_release = render(helm_bin, "a" * 53, "ops")
+    (role,) = session_resolver_roles(long_release)
+    assert len(role["metadata"]["name"]) <= 63
 
 
 # --------------------------------------------------------------------- the real API server
@@ -432,6 +476,10 @@ def chart_rbac(
     finally:
         cluster.kubectl(
             "delete", "clusterrole,clusterrolebinding", f"{release}-bindery",
+            "--ignore-not-found", check=False,
+        )  # fmt: skip
+        cluster.kubectl(
+            "delete", "clusterrole", f"{release}-bindery{SESSION_RESOLVER_SUFFIX}",
             "--ignore-not-found", check=False,
         )  # fmt: skip
 
