@@ -171,3 +171,8 @@ The ClusterRole agent sessions are bound to (per namespace) to resolve deferred 
 {{- define "bindery.sessionResolverRole" -}}
 {{- printf "%s-session-resolver" (include "bindery.fullname" . | trunc 46 | trimSuffix "-") -}}
 {{- end -}}
+
+{{/* The ClusterRole (and its ClusterRoleBinding) letting every ServiceAccount read ResourceTypes. */}}
+{{- define "bindery.sessionResolverTypesRole" -}}
+{{- printf "%s-session-resolver-types" (include "bindery.fullname" . | trunc 40 | trimSuffix "-") -}}
+{{- end -}}
