@@ -9,6 +9,7 @@ bindery export FILE.yaml ...      AgentSpec manifests -> KDL
 bindery import-tool FILE.yaml     a tool with snake_case resource_slots -> Tool manifest
 bindery uri-encode URI ...        a URI as the CRDs accept it: non-ASCII percent-encoded
 bindery why AGENT [-o json]       why an agent is (not) Ready (also `kubectl bindery why`)
+bindery resolve --tool T --slot S VALUE  (in a session) a deferred parameter slot -> resource
 """
 
 from __future__ import annotations
@@ -124,6 +125,27 @@ def _uri_encode(args: argparse.Namespace) -> int:
     return status
 
 
+def _resolve(args: argparse.Namespace) -> int:
+    from controller.session import (
+        BindingsError,
+        ResolveError,
+        load_bindings,
+        resolve,
+        resource_json,
+    )
+
+    try:
+        bindings = load_bindings(args.bindings)
+        resource = resolve(
+            args.tool, args.slot, args.value, bindings=bindings, kubeconfig=args.kubeconfig
+        )
+    except (BindingsError, ResolveError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(resource_json(resource))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="bindery", description="Bind AI agents to the typed resources and tools they use."
@@ -212,6 +234,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     encode.add_argument("uri", nargs="+", help="a URI, e.g. 'github-issue://example/café'")
     encode.set_defaults(func=_uri_encode)
+    resolve = sub.add_parser(
+        "resolve",
+        help="in a session: resolve a value for a deferred parameter slot, print the resource",
+        description="Resolve VALUE (a Resource name, namespace/name in the agent's namespace, "
+        "uid or URI) for a deferred parameter slot, with the session's credentials and the "
+        "controller's rules. Prints the resource as JSON; on refusal prints why on stderr and "
+        "exits 1.",
+    )
+    resolve.add_argument("--tool", required=True, help="the tool being invoked")
+    resolve.add_argument("--slot", required=True, help="its deferred parameter slot")
+    resolve.add_argument("value", metavar="VALUE", help="what the caller named")
+    resolve.add_argument(
+        "--bindings",
+        default=None,
+        help="the bindings file (default: $BINDERY_BINDINGS_FILE, else the mounted path)",
+    )
+    resolve.add_argument(
+        "--kubeconfig",
+        default=None,
+        help="credentials (default: the pod's ServiceAccount, else $KUBECONFIG)",
+    )
+    resolve.set_defaults(func=_resolve)
 
     from controller.authoring.cli import register
 

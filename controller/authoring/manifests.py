@@ -18,7 +18,14 @@ from pydantic import BaseModel, ValidationError
 
 from controller.authoring.errors import Problems, q
 from controller.authoring.yamlpos import Located
-from controller.domain.models import API_VERSION, RULE_ERROR, WORK_ROLE, AgentSpecSpec, Runtime
+from controller.domain.models import (
+    API_VERSION,
+    DUPLICATE_NAMES_REPORTED,
+    RULE_ERROR,
+    WORK_ROLE,
+    AgentSpecSpec,
+    Runtime,
+)
 from controller.domain.rules import param_problem, uri_problem
 
 AGENT_KIND = "AgentSpec"
@@ -111,7 +118,12 @@ def validate_model(
         data = {}
     try:
         # As kubectl does, YAML values with no JSON form (timestamps...) travel as strings.
-        return model.model_validate_json(json.dumps(data, default=str), strict=True)
+        # Duplicate binding names are reported by _check_resources, at their positions.
+        return model.model_validate_json(
+            json.dumps(data, default=str),
+            strict=True,
+            context={DUPLICATE_NAMES_REPORTED: True},
+        )
     except ValidationError as exc:
         for err in exc.errors():
             path = (*prefix, *err["loc"])

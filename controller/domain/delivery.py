@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from controller.domain.models import API_VERSION, WORK_ROLE, AgentObject
-from controller.domain.results import AgentResolution, BoundResource
+from controller.domain.results import AgentResolution, BindingState, BoundResource
 
 BINDINGS_FILE = "bindings.json"
 
@@ -27,11 +27,16 @@ def bindings_document(
 ) -> dict[str, Any]:
     """The document for ``agent``.
 
-    The ``work`` URI appears (as the ``work`` binding, or as the resource of any slot bound to it)
-    only while the agent holds it: ``deliver_work`` says whether it does.
+    The ``work`` binding appears only while the agent holds its URI: ``deliver_work`` says whether
+    it does. Exclusivity is about the work role: a URI the agent also binds under another role (a
+    reviewer reading the issue) stays delivered there, and in the slots filled from it.
     """
     work = next((d for d in resolution.direct if d.name == WORK_ROLE), None)
     hidden = work.uri if work is not None and not deliver_work else None
+    carried = hidden is not None and any(
+        d.name != WORK_ROLE and d.uri == hidden and d.state is BindingState.BOUND
+        for d in resolution.direct
+    )
     resources = [
         {
             "name": d.name,
@@ -41,7 +46,7 @@ def bindings_document(
             **({"resource": _resource(d.resource)} if d.resource else {}),
         }
         for d in resolution.direct
-        if hidden is None or not _mentions(d.uri, d.resource, hidden)
+        if hidden is None or d.name != WORK_ROLE
     ]
     tools: dict[str, list[dict[str, Any]]] = {}
     for s in resolution.slots:
@@ -52,7 +57,7 @@ def bindings_document(
             "resourceType": s.resource_type,
             "state": s.state.value,
         }
-        if s.resource is not None and s.resource.uri != hidden:
+        if s.resource is not None and (s.resource.uri != hidden or carried):
             slot["resource"] = _resource(s.resource)
         tools.setdefault(s.tool, []).append(slot)
     return {
@@ -62,11 +67,6 @@ def bindings_document(
         "resources": resources,
         "tools": [{"name": name, "slots": slots} for name, slots in tools.items()],
     }
-
-
-def _mentions(uri: str, resource: BoundResource | None, hidden: str) -> bool:
-    """Whether a binding names the withheld URI, under any role."""
-    return uri == hidden or (resource is not None and resource.uri == hidden)
 
 
 def render(document: dict[str, Any]) -> str:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, model_validator
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
@@ -366,12 +366,43 @@ class Runtime(WireModel):
         return self
 
 
+DUPLICATE_NAMES_REPORTED = "duplicate_names_reported"
+"""Validation-context key: the caller reports duplicate binding names itself (see
+:meth:`AgentSpecSpec._one_binding_per_name`)."""
+
+
 class AgentSpecSpec(WireModel):
     resources: list[DirectBinding] = Field(default_factory=list)
     tools: list[ToolUse] = Field(default_factory=list)
     resource_selector: LabelSelector | None = None
     runtime: Runtime | None = None
     relaunch_generation: Annotated[int, Field(ge=0)] = 0
+
+    @model_validator(mode="after")
+    def _one_binding_per_name(self, info: ValidationInfo) -> AgentSpecSpec:
+        """Binding names are unique, so an agent has at most one ``work`` binding.
+
+        The CRD already refuses duplicates (a list-map keyed by name); the model refuses them too,
+        because delivery withholds only the first ``work`` binding while its URI is held elsewhere.
+        A caller that reports duplicates itself, with their positions in a file, says so with the
+        validation context ``{DUPLICATE_NAMES_REPORTED: True}`` (the KDL and manifest checks).
+        """
+        if info.context and info.context.get(DUPLICATE_NAMES_REPORTED):
+            return self
+        seen: set[str] = set()
+        for binding in self.resources:
+            if binding.name in seen:
+                why = (
+                    "an agent has at most one work binding"
+                    if binding.name == WORK_ROLE
+                    else "binding names are unique"
+                )
+                raise ValueError(
+                    f"spec.resources has a second binding named {binding.name!r}: {why}; "
+                    "remove or rename one of them"
+                )
+            seen.add(binding.name)
+        return self
 
     def work(self) -> DirectBinding | None:
         """The agent's ``work`` binding, if it has one (names are unique)."""

@@ -243,8 +243,11 @@ class Registry:
         return validation
 
     def validate_resource(self, resource_key: str) -> list[Problem]:
-        """What is wrong with the Resource on its own. KeyError if unknown."""
-        return resource_errors(self._resources[resource_key], self._types)
+        """What is wrong with the Resource on its own, including other Resources in its namespace
+        registering the same URI. KeyError if unknown."""
+        obj = self._resources[resource_key]
+        same_uri = self.resources_with_uri(obj.meta.namespace, obj.spec.uri)
+        return resource_errors(obj, self._types, same_uri)
 
     def closure(self, type_name: str) -> TypeClosure:
         """The type's ancestors, the cycle it is on, its unknown parents. KeyError if unknown."""
@@ -291,7 +294,12 @@ class Registry:
         reached = set()
         if _parents(old_spec) != _parents(new_spec):
             reached = {name} | self._types.descendants(name)
-        before = {t: self._types.closure(t).ancestors for t in reached}
+        # Closures are compared only for the types something read: listing the types reached
+        # costs what the change affects, but closing each of them again would cost that times
+        # their depth (a long chain registered child-first: the depth cubed).
+        watched = [t for t in reached if self._is_read(t)]
+        before = {t: self._types.closure(t).ancestors for t in watched}
+        reach_before = self._types.stands_for(name)
         if new is None:
             self._types.delete(name)
         else:
@@ -299,14 +307,19 @@ class Registry:
         registered = (reached | {name}) if new is not None else (reached - {name})
         affected = Affected(types=frozenset(registered))
         if _schemes(old_spec) != _schemes(new_spec):
-            affected |= Affected(resources=frozenset(self._by_type.get(name)))
+            # Its Resources' URIs, and the URIs of direct bindings tagged with it, are checked
+            # against its schemes.
+            affected |= Affected(
+                resources=frozenset(self._by_type.get(name)),
+                agents=frozenset(self._tag_users.get(name)),
+            )
         appeared_or_vanished = (old is None) != (new is None)
         if appeared_or_vanished:
             affected |= Affected(
                 agents=frozenset(self._askers_of(name)),
                 tools=frozenset(self._static_askers_of(name)),
             )
-        for t in reached:
+        for t in watched:
             changed = before[t] ^ self._types.closure(t).ancestors
             if not (changed or appeared_or_vanished):
                 continue
@@ -318,9 +331,19 @@ class Registry:
                 tools = self._static_checkers_of(t, changed)
             for tool in tools:  # their users share the Tool's validation of its static slots
                 agents |= self._tool_users.get(tool)
-            agents |= self._reads.unknown
             affected |= Affected(agents=frozenset(agents), tools=frozenset(tools))
+        # What the type stands for changed exactly when some reached type's ancestors did: the
+        # types reaching it gain or lose only through it.
+        if reached and (appeared_or_vanished or reach_before != self._types.stands_for(name)):
+            affected |= Affected(agents=frozenset(self._reads.unknown))
         return affected
+
+    def _is_read(self, type_name: str) -> bool:
+        """Whether an agent's last resolution examined a resource of the type, or a Tool's
+        static slot names a Resource of it: only then can a change of its ancestors be seen."""
+        return bool(self._reads.examining(type_name)) or not self._static_users.keys().isdisjoint(
+            self._by_type.get(type_name)
+        )
 
     def _static_checkers_of(self, type_name: str, asked: Set[str] | None) -> set[str]:
         """Tools with a static slot naming a Resource of the type and asking for one of the
@@ -371,10 +394,10 @@ class Registry:
             return Affected()
         before = Affected()
         if old is not None:
-            before = self._dependents_of(old)
+            before = self._dependents_of(old) | self._same_uri(old)
             self._unindex_resource(key, old)
         self._index_resource(key, obj)
-        after = self._dependents_of(obj)
+        after = self._dependents_of(obj) | self._same_uri(obj)
         return self._invalidate(before | after | Affected(resources=frozenset({key})))
 
     def delete_resource(self, namespace: str, name: str) -> Affected:
@@ -384,7 +407,13 @@ class Registry:
         affected = self._dependents_of(old)
         self._unindex_resource(old.meta.key, old)
         del self._resources[old.meta.key]
-        return self._invalidate(affected)
+        return self._invalidate(affected | self._same_uri(old))
+
+    def _same_uri(self, obj: ResourceObject) -> Affected:
+        """The other Resources registering ``obj``'s URI in its namespace (as indexed now): each
+        reports the URI registered twice, so they change when ``obj`` comes or goes."""
+        peers = self._by_uri.get((obj.meta.namespace, obj.spec.uri))
+        return Affected(resources=frozenset(peers - {obj.meta.key}))
 
     def _index_resource(self, key: str, obj: ResourceObject) -> None:
         meta = obj.meta

@@ -145,6 +145,22 @@ class _Linked:
     candidates: dict[str, Candidate] = field(default_factory=dict)
     """The candidates made of it so far, by reason: an agent's slots often give it the same one
     (results are frozen, so they can share it)."""
+    members: tuple[_Linked, ...] = ()
+    """When several direct bindings share one URI (one resource under several roles): those that
+    are not in error, in spec order. Empty for a resource linked once."""
+
+    def filling(self, wanted: str, slot_name: str = "") -> BoundResource:
+        """The resource as bound to a slot asking for ``wanted``: for a URI bound under several
+        roles, as the role named like the slot if its type fits, else the first that fits."""
+        fitting = [m for m in self.members if wanted in m.stands_for]
+        named = next((m for m in fitting if m.name_matching(slot_name)), None)
+        if named is not None:
+            return named.resource
+        return fitting[0].resource if fitting else self.resource
+
+    def types_read(self) -> Iterable[str]:
+        """The types it was examined as (one per role for a URI bound under several)."""
+        return (m.resource.type for m in self.members) if self.members else (self.resource.type,)
 
     def candidate(self, reason: str) -> Candidate:
         made = self.candidates.get(reason)
@@ -165,7 +181,6 @@ class _Linked:
 
 _LINKED_ORDER = attrgetter("resource.uri", "resource.alias", "resource.namespace", "resource.name")
 """How linked resources are ordered (and so candidates listed): by URI, then alias, then key."""
-_LINKED_TYPE = attrgetter("resource.type")
 _FIRST = itemgetter(0)
 _SECOND = itemgetter(1)
 
@@ -175,6 +190,42 @@ def _registered(resource: ResourceObject, types: TypeGraph) -> _Linked:
     alias, name = resource.spec.alias, resource.meta.name
     names = (("alias", alias), ("name", name)) if alias else (("name", name),)
     return _Linked(_bound_resource(resource), names, types.stands_for(resource.spec.type))
+
+
+def _one_per_uri(direct: Sequence[_Linked]) -> list[_Linked]:
+    """An agent's direct bindings as linked resources, one per URI: a URI identifies one resource,
+    so bindings sharing it (e.g. ``work`` and ``review``) are one candidate, matched by any of
+    their names and able to fill a slot any of them can."""
+    groups: dict[str, list[_Linked]] = {}
+    for item in direct:
+        groups.setdefault(item.resource.uri, []).append(item)
+    out: list[_Linked] = []
+    for group in groups.values():
+        if len(group) == 1:
+            out.append(group[0])
+            continue
+        fine = tuple(item for item in group if not item.problem)
+        first = fine[0] if fine else group[0]
+        names = tuple(dict.fromkeys(name for item in group for name in item.names))
+        stands_for = frozenset().union(*(item.stands_for for item in fine))
+        problem = ""
+        if not fine:
+            roles = " and ".join(repr(value) for item in group for _, value in item.names[:1])
+            problem = f"its direct bindings {roles} are in error"
+        out.append(_Linked(first.resource, names, stands_for, problem, members=fine))
+    return out
+
+
+def _scheme_problem(uri: str, allowed: Sequence[str], owner: str) -> str:
+    """Why ``uri`` breaks ``owner``'s ``uriSchemes`` contract ("" if it does not): ``owner``
+    is what names the allowed schemes, e.g. "ResourceType 'issue'"."""
+    scheme = _SCHEME.match(uri)
+    if not allowed or (scheme is not None and scheme.group() in allowed):
+        return ""
+    has = f"scheme {scheme.group()!r}" if scheme else "no scheme"
+    return f"its URI {uri!r} has {has}, but {owner} accepts only " + ", ".join(
+        repr(s) for s in allowed
+    )
 
 
 def _as_tagged(binding: DirectBinding) -> BoundResource:
@@ -269,7 +320,8 @@ class _SlotCall:
                 cause=_MISSING if unknown else _CONFLICT,
             )
         chosen = linked.candidate(f"selected: named by {named_by}")
-        return self.result(BindingState.BOUND, resource=linked.resource, candidates=[chosen])
+        resource = linked.filling(wanted)
+        return self.result(BindingState.BOUND, resource=resource, candidates=[chosen])
 
 
 def _slot_result(
@@ -416,7 +468,7 @@ def _contextual(
         ]
         if choice.chosen is None:
             return call.error(choice.problem, choice.fix, candidates)
-        chosen = compatible[choice.chosen].resource
+        chosen = compatible[choice.chosen].filling(wanted, call.slot.name)
         return call.result(BindingState.BOUND, resource=chosen, candidates=candidates)
     candidates = [item.candidate(call.rejection(item)) for item in linked]
     problem = f"no linked resource is compatible with {wanted!r}"
@@ -487,6 +539,15 @@ class Resolved(NamedTuple):
     reads: TypeReads
 
 
+class _Merged(NamedTuple):
+    """A direct binding merged with the registered Resource of its URI (or standing alone)."""
+
+    resource: BoundResource
+    names: tuple[tuple[str, str], ...]
+    """The binding name, then the registered Resource's alias and name: a Resource keeps its
+    names when an agent also binds it directly."""
+
+
 class _AgentResolver:
     """Resolves one agent: its direct bindings first, since its contextual slots draw on them."""
 
@@ -501,13 +562,14 @@ class _AgentResolver:
         self.compatible: dict[str, list[_Linked]] = {}
         """Slot type -> the linked resources that can fill it (slots often ask alike)."""
         self.direct = [(binding, *self._direct(binding)) for binding in agent.spec.resources]
+        self.direct_linked = _one_per_uri([linked for _, _, linked in self.direct])
         direct_uris = {binding.uri for binding in agent.spec.resources}
         selected = [
             _registered(r, self.types)
             for r in view.selected_resources(self.key)
             if r.spec.uri not in direct_uris
         ]
-        self.linked = sorted([linked for _, _, linked in self.direct] + selected, key=_LINKED_ORDER)
+        self.linked = sorted(self.direct_linked + selected, key=_LINKED_ORDER)
 
     def resolve(self) -> Resolved:
         slots: list[SlotResult] = []
@@ -527,9 +589,8 @@ class _AgentResolver:
                 "missing_tools": missing,
             }
         )
-        reads = TypeReads(
-            tuple(set(map(_LINKED_TYPE, self.linked))), tuple(self.wanted), tuple(self.pairs)
-        )
+        linked_types = {t for item in self.linked for t in item.types_read()}
+        reads = TypeReads(tuple(linked_types), tuple(self.wanted), tuple(self.pairs))
         return Resolved(resolution, reads)
 
     # -- direct bindings -----------------------------------------------------------------------
@@ -538,19 +599,20 @@ class _AgentResolver:
         names = (("binding name", binding.name),)
         outcome = self._merge(binding)
         name, tag, uri = binding.name, binding.tag, binding.uri
-        if isinstance(outcome, BoundResource):
+        if isinstance(outcome, _Merged):
+            bound = outcome.resource
             result = DirectResult.trusted(
                 {
                     "name": name,
                     "tag": tag,
                     "uri": uri,
                     "state": BindingState.BOUND,
-                    "resource": outcome,
+                    "resource": bound,
                     "message": "",
                     "cause": None,
                 }
             )
-            return result, _Linked(outcome, names, self.types.stands_for(outcome.type))
+            return result, _Linked(bound, outcome.names, self.types.stands_for(bound.type))
         subject = f"agent {self.key}, direct binding {binding.name!r}"
         problem, fix, cause = outcome
         message = _message(subject, problem, fix)
@@ -568,7 +630,7 @@ class _AgentResolver:
         problem = f"its direct binding {binding.name!r} is in error"
         return result, _Linked(_as_tagged(binding), names, frozenset(), problem)
 
-    def _merge(self, binding: DirectBinding) -> BoundResource | tuple[str, str, ErrorCause]:
+    def _merge(self, binding: DirectBinding) -> _Merged | tuple[str, str, ErrorCause]:
         """The resource a direct binding stands for: the registered Resource with its URI (whose
         more precise type then stands, as it must be compatible with the tag), or else the URI
         with the tag as its type.
@@ -577,15 +639,26 @@ class _AgentResolver:
         cannot be bound.
         """
         types = self.types
-        if binding.tag not in types.names:
+        tag_type = types.get(binding.tag)
+        if tag_type is None:
             return (
                 f"its tag {binding.tag!r} is not a registered ResourceType",
                 f"create a ResourceType named {binding.tag!r}, or change the tag",
                 _MISSING,
             )
+        wrong_scheme = _scheme_problem(
+            binding.uri, tag_type.spec.uri_schemes, f"its tag, ResourceType {binding.tag!r},"
+        )
+        if wrong_scheme:
+            return (
+                wrong_scheme,
+                "use a URI with one of those schemes, or change the tag to a type that accepts it",
+                _CONFLICT,
+            )
+        own_name = (("binding name", binding.name),)
         registered = self.view.resources_with_uri(self.namespace, binding.uri)
         if not registered:
-            return _as_tagged(binding)
+            return _Merged(_as_tagged(binding), own_name)
         if len(registered) > 1:
             keys = ", ".join(r.meta.key for r in registered)
             return (
@@ -603,7 +676,10 @@ class _AgentResolver:
                 _type_fix(types, [resource.spec.type], "change the tag or the Resource's type"),
                 _MISSING if resource.spec.type not in types else _CONFLICT,
             )
-        return _bound_resource(resource, alias=binding.name)
+        alias, name = resource.spec.alias, resource.meta.name
+        kept = (("alias", alias), ("name", name)) if alias else (("name", name),)
+        names = own_name + tuple(pair for pair in kept if pair[1] != binding.name)
+        return _Merged(_bound_resource(resource, alias=binding.name), names)
 
     # -- tool slots ----------------------------------------------------------------------------
 
@@ -642,7 +718,8 @@ class _AgentResolver:
                 if len(compatible) == 1:
                     only = compatible[0]
                     chosen = [only.candidate(_ONLY_VERDICT)]
-                    out.append(_slot_result(tool_name, slot, _BOUND, only.resource, chosen))
+                    filled = only.filling(wanted, slot.name) if only.members else only.resource
+                    out.append(_slot_result(tool_name, slot, _BOUND, filled, chosen))
                 else:
                     call = _SlotCall(tool_name, slot, self)
                     out.append(_contextual(call, self.linked, compatible))
@@ -694,7 +771,7 @@ class _AgentResolver:
         by_uri = [
             _registered(r, self.types) for r in view.resources_with_uri(self.namespace, value)
         ]
-        return by_uri or [linked for b, _, linked in self.direct if b.uri == value], "URI"
+        return by_uri or [item for item in self.direct_linked if item.resource.uri == value], "URI"
 
 
 def resolve_agent(agent: AgentObject, view: RegistryView) -> Resolved:
@@ -729,27 +806,39 @@ def validate_tool_slots(tool: ToolObject, view: RegistryView) -> ToolValidation:
     return ToolValidation.trusted({"tool": key, "static_slots": results})
 
 
-def resource_errors(resource: ResourceObject, types: TypeGraph) -> list[Problem]:
-    """What is wrong with a Resource on its own: an unknown type, or a URI scheme it refuses."""
+def resource_errors(
+    resource: ResourceObject, types: TypeGraph, same_uri: Sequence[ResourceObject] = ()
+) -> list[Problem]:
+    """What is wrong with a Resource on its own: an unknown type, a URI scheme its type refuses,
+    or a URI that other Resources in its namespace (``same_uri``, itself excluded) register too."""
     subject, spec = f"Resource {resource.meta.key}", resource.spec
+    errors: list[Problem] = []
     rtype = types.get(spec.type)
     if rtype is None:
         fix = f"create a ResourceType named {spec.type!r}, or change spec.type"
-        problem = _message(subject, f"its type {spec.type!r} is not a registered ResourceType", fix)
-        return [Problem(problem, _MISSING)]
-    allowed = rtype.spec.uri_schemes
-    scheme = _SCHEME.match(spec.uri)
-    if not allowed or (scheme is not None and scheme.group() in allowed):
-        return []
-    has = f"scheme {scheme.group()!r}" if scheme else "no scheme"
-    return [
-        Problem(
-            _message(
-                subject,
-                f"its URI {spec.uri!r} has {has}, but ResourceType {spec.type!r} accepts only "
-                + ", ".join(repr(s) for s in allowed),
-                "use a URI with one of those schemes, or change spec.type",
-            ),
-            _CONFLICT,
+        problem = f"its type {spec.type!r} is not a registered ResourceType"
+        errors.append(Problem(_message(subject, problem, fix), _MISSING))
+    else:
+        problem = _scheme_problem(spec.uri, rtype.spec.uri_schemes, f"ResourceType {spec.type!r}")
+        if problem:
+            fix = "use a URI with one of those schemes, or change spec.type"
+            errors.append(Problem(_message(subject, problem, fix), _CONFLICT))
+    others = sorted(r.meta.key for r in same_uri if r.meta.key != resource.meta.key)
+    if others:
+        times = "twice" if len(others) == 1 else f"{len(others) + 1} times"
+        kind = "Resource" if len(others) == 1 else "Resources"
+        errors.append(
+            Problem(
+                _message(
+                    subject,
+                    f"its URI {spec.uri!r} is registered {times} in namespace "
+                    f"{resource.meta.namespace!r}: {kind} {', '.join(others)} "
+                    f"{'has' if len(others) == 1 else 'have'} it too, and a URI identifies one "
+                    "resource, so agents binding it cannot tell which one it is",
+                    "delete all but one of the Resources with this URI "
+                    "(spec.uri cannot be changed)",
+                ),
+                _CONFLICT,
+            )
         )
-    ]
+    return errors

@@ -114,6 +114,34 @@ def only(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [o for o in objects if o["kind"] == kind]
 
 
+SESSION_RESOLVER_RULES: Rules = {
+    ("bindery.dev", "resources"): {"get", "list", "watch"},
+    ("bindery.dev", "resourcetypes"): {"get", "list", "watch"},
+}
+"""What code in a session reads to resolve a deferred parameter slot (controller/session)."""
+TYPES_RULES: Rules = {("bindery.dev", "resourcetypes"): {"get", "list", "watch"}}
+
+
+def _for_sessions(obj: dict[str, Any]) -> bool:
+    labels = obj["metadata"].get("labels") or {}
+    return labels.get("app.kubernetes.io/component") == "session-resolver"
+
+
+def controller_cluster_roles(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The controller's ClusterRoles (not those for agent sessions or for people)."""
+    return [
+        o
+        for o in only(objects, "ClusterRole")
+        if not _for_sessions(o)
+        and o["metadata"]["labels"].get("app.kubernetes.io/component") != "user-rbac"
+    ]
+
+
+def session_resolver_roles(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ClusterRoles for agent sessions: the one namespaces bind, the ResourceTypes one."""
+    return [o for o in only(objects, "ClusterRole") if _for_sessions(o)]
+
+
 def rules_of(role: dict[str, Any]) -> Rules:
     rules: Rules = {}
     for rule in role["rules"]:
@@ -122,15 +150,6 @@ def rules_of(role: dict[str, Any]) -> Rules:
             for resource in rule["resources"]:
                 rules.setdefault((group, resource), set()).update(rule["verbs"])
     return rules
-
-
-def controller_cluster_roles(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The controller's ClusterRoles (not the ones aggregated into view/edit/admin for people)."""
-    return [
-        o
-        for o in only(objects, "ClusterRole")
-        if o["metadata"]["labels"].get("app.kubernetes.io/component") != "user-rbac"
-    ]
 
 
 def container_args(objects: list[dict[str, Any]]) -> list[str]:
@@ -215,10 +234,10 @@ def test_default_rendering_is_one_standalone_restricted_controller(helm_bin: Pat
     objects = render(helm_bin, "bindery", "bindery-system")
     kinds = sorted(o["kind"] for o in objects)
     assert kinds == [
-        "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "Deployment",
-        "Service", "ServiceAccount",
+        "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole",
+        "ClusterRoleBinding", "ClusterRoleBinding", "Deployment", "Service", "ServiceAccount",
     ]  # fmt: skip
-    assert len(controller_cluster_roles(objects)) == 1  # the other two are for people
+    assert len(controller_cluster_roles(objects)) == 1  # the others: for people and sessions
     assert container_args(objects) == [
         "--liveness=http://0.0.0.0:8080/healthz",
         "--metrics-port=9090",
@@ -349,6 +368,35 @@ def test_rbac_is_exactly_what_the_controller_calls(helm_bin: Path) -> None:
     assert rules_of(ha_cluster_role) == rules
 
 
+def test_the_session_resolver_role_only_reads_resources_and_types(helm_bin: Path) -> None:
+    for values in ({}, {"watchNamespaces": ["team-a"]}, {"ha.enabled": True, "replicas": 2}):
+        objects = render(helm_bin, "bindery", "ops", values)
+        roles = {r["metadata"]["name"]: rules_of(r) for r in session_resolver_roles(objects)}
+        assert roles == {
+            "bindery-session-resolver": SESSION_RESOLVER_RULES,
+            "bindery-session-resolver-types": TYPES_RULES,
+        }
+        # The Resources one is bound per namespace by its users, never by the chart; every
+        # ServiceAccount may read ResourceTypes (cluster-scoped: no RoleBinding grants them).
+        bindings = only(objects, "ClusterRoleBinding") + only(objects, "RoleBinding")
+        assert all(b["roleRef"]["name"] != "bindery-session-resolver" for b in bindings)
+        (types,) = [b for b in bindings if _for_sessions(b)]
+        assert types["roleRef"]["name"] == "bindery-session-resolver-types"
+        assert types["subjects"] == [
+            {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Group",
+                "name": "system:serviceaccounts",
+            }
+        ]
+    assert not session_resolver_roles(
+        render(helm_bin, "bindery", "ops", {"rbac.sessionResolver": False})
+    )
+    assert not only(render(helm_bin, "bindery", "ops", {"rbac.create": False}), "ClusterRole")
+    long_release = render(helm_bin, "a" * 53, "ops")
+    assert all(len(o["metadata"]["name"]) <= 63 for o in long_release if _for_sessions(o))
+
+
 # --------------------------------------------------------------------- the real API server
 
 DRY_RUN_VARIANTS: dict[str, dict[str, Any]] = {
@@ -450,6 +498,11 @@ def chart_rbac(
         )  # fmt: skip
         cluster.kubectl(
             "delete", "clusterrole", f"{release}-bindery-view", f"{release}-bindery-edit",
+            "--ignore-not-found", check=False,
+        )  # fmt: skip
+        cluster.kubectl(
+            "delete", "clusterrole,clusterrolebinding", "-l",
+            f"app.kubernetes.io/instance={release},app.kubernetes.io/component=session-resolver",
             "--ignore-not-found", check=False,
         )  # fmt: skip
 

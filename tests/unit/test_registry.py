@@ -243,10 +243,11 @@ def test_a_description_change_affects_only_the_type_itself() -> None:
     assert registry.upsert_type(described) == Affected(types=frozenset({"issue"}))
 
 
-def test_a_uri_scheme_change_affects_the_types_resources() -> None:
+def test_a_uri_scheme_change_affects_the_types_resources_and_the_agents_tagging_it() -> None:
     registry = world()
+    # a/dev's work binding is tagged "issue": its URI is checked against the type's schemes.
     assert registry.upsert_type(rtype("issue", schemes=["gh"])) == Affected(
-        types=frozenset({"issue"}), resources=frozenset({"a/idle"})
+        types=frozenset({"issue"}), resources=frozenset({"a/idle"}), agents=frozenset({"a/dev"})
     )
 
 
@@ -469,7 +470,8 @@ def test_the_benchmark_runs_at_a_tiny_scale_and_prints_its_figures() -> None:
         "incremental, one resource",
         "incremental, one type",
         "incremental, one tool",
+        "type chain of 400 registered child-first",
         "peak memory",
     ):
         assert figure in run.stdout
-    assert run.stdout.count("ratio ") == 5
+    assert run.stdout.count("ratio ") == 6

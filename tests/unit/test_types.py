@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from controller.domain.models import LabelSelector, ResourceTypeObject
 from controller.domain.registry import Registry
 from controller.domain.types import TypeGraph
-from tests.unit.domain_objects import registry_of, rtype
+from tests.unit.domain_objects import agent, registry_of, resource, rtype, slot, tool
 
 
 def graph(*types: tuple[str, ...]) -> TypeGraph:
@@ -140,3 +141,83 @@ def test_the_registry_reports_closures_sorted() -> None:
 def test_the_closure_of_an_unknown_type_is_a_key_error() -> None:
     with pytest.raises(KeyError):
         Registry().closure("ghost")
+
+
+# --------------------------------------------------------------------------------------------
+# Cost: closures are built from the parents' closures
+
+
+def chain(depth: int) -> list[ResourceTypeObject]:
+    """``t0000`` <- ``t0001`` <- ... : each type lists the previous one as its parent."""
+    return [rtype(f"t{i:04}", *([f"t{i - 1:04}"] if i else [])) for i in range(depth)]
+
+
+def test_a_long_chain_registered_child_first_costs_steps_linear_in_what_each_change_reaches() -> (
+    None
+):
+    """Registering a chain leaf first used to re-walk the whole chain above every descendant on
+    every registration (depth**3 / 6 steps: ten million for 400 levels, some 17 s)."""
+    depth = 200
+    types = chain(depth)
+    registry = resolved_over(types)
+    per_registration = []
+    for obj in reversed(types):  # child first: each registration reaches every type below it
+        before = registry.types.steps
+        affected = registry.upsert_type(obj)
+        per_registration.append((registry.types.steps - before, len(affected.types)))
+        assert "a/dev" in affected.agents  # it examined the types whose ancestors changed
+        registry.resolve("a/dev")  # as the reconciler does: it reads every type again
+    assert all(steps <= 4 * reached for steps, reached in per_registration), per_registration
+    assert sum(steps for steps, _ in per_registration) <= 2 * depth * depth
+
+    closure = registry.closure("t0199")
+    assert len(closure.ancestors) == depth - 1
+    assert closure.unknown_parents == []
+    assert registry.closure("t0000").ancestors == []
+    closed = registry.types.steps
+    for obj in types:
+        registry.closure(obj.meta.name)
+    assert registry.types.steps == closed, "every closure is cached"
+
+
+def resolved_over(types: list[ResourceTypeObject]) -> Registry:
+    """A registry where an agent examined a resource of every type of ``types`` (so a change of
+    any type's ancestors must be compared), before those types are registered."""
+    registry = registry_of(
+        tool("a/t", slot("s", "t0000")),
+        *(
+            resource(f"a/r{i}", obj.meta.name, f"u://{i}", labels={"x": "y"})
+            for i, obj in enumerate(types)
+        ),
+        agent("a/dev", tools=["t"], selector=LabelSelector(match_labels={"x": "y"})),
+    )
+    registry.resolve("a/dev")
+    return registry
+
+
+def test_without_readers_a_child_first_chain_costs_a_few_steps_per_registration() -> None:
+    registry = Registry()
+    for obj in reversed(chain(400)):
+        before = registry.types.steps
+        registry.upsert_type(obj)
+        assert registry.types.steps - before <= 4
+    # Closing every type afterwards costs one step per parent link.
+    before = registry.types.steps
+    assert len(registry.closure("t0399").ancestors) == 399
+    assert registry.types.steps - before == 399
+
+
+def test_closures_are_the_same_whatever_the_registration_order() -> None:
+    types = [*chain(31), rtype("side", "t0010", "ghost"), rtype("t0031", "t0030", "side")]
+    forward, backward = Registry(), Registry()
+    for obj in types:
+        forward.upsert_type(obj)
+    for obj in reversed(types):
+        backward.upsert_type(obj)
+    for obj in types:
+        assert forward.closure(obj.meta.name) == backward.closure(obj.meta.name)
+    assert backward.closure("t0031").unknown_parents == ["ghost"]
+    # A cycle closed late is still found, with its shortest path.
+    backward.upsert_type(rtype("t0000", "t0031"))
+    assert backward.closure("t0005").cycle[:2] == ["t0005", "t0004"]
+    assert len(backward.closure("t0005").ancestors) == 32

@@ -169,3 +169,16 @@ be limited by name (the name is not known to RBAC before the object exists).
   resourceNames: [{{ include "bindery.leaseName" . | quote }}]
   verbs: ["get", "patch"]
 {{- end -}}
+
+{{/*
+The ClusterRole agent sessions are bound to (per namespace) to resolve deferred parameter slots:
+<fullname>-session-resolver, 63 characters at most.
+*/}}
+{{- define "bindery.sessionResolverRole" -}}
+{{- printf "%s-session-resolver" (include "bindery.fullname" . | trunc 46 | trimSuffix "-") -}}
+{{- end -}}
+
+{{/* The ClusterRole (and its ClusterRoleBinding) letting every ServiceAccount read ResourceTypes. */}}
+{{- define "bindery.sessionResolverTypesRole" -}}
+{{- printf "%s-session-resolver-types" (include "bindery.fullname" . | trunc 40 | trimSuffix "-") -}}
+{{- end -}}
