@@ -135,7 +135,8 @@ def plan_session(
     - No workload: launch one.
     - The workload runs exactly the desired generation and runtime: keep it (a relaunch whose
       record had not been written yet when the controller stopped).
-    - Otherwise the record decides; without one (an upgrade, a lost status) the annotations
+    - Otherwise the record decides the generation (when the annotations agree with it, their
+      trajectory hash and time stand); without one (an upgrade, a lost status) the annotations
       are adopted; without either, the workload is adopted as found, reported as unknown, and
       relaunched only when ``relaunchGeneration`` changes from what it is now.
     - Annotations that disagree with the record are reported, never obeyed.
@@ -148,6 +149,8 @@ def plan_session(
     ):
         return plan_launch(runtime, relaunch_generation, annotated)
     base = record or annotated
+    if record is not None and annotated is not None and annotated.generation == record.generation:
+        base = annotated  # they agree on what was launched: the workload's own details stand
     if base is None:
         unknown = Launched(relaunch_generation, "", "")
         return replace(

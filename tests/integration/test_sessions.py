@@ -428,7 +428,17 @@ def test_raising_relaunch_generation_replaces_a_crash_looping_session(
     try:
         with PodWatch(cluster, namespace, "s") as pods_seen:
             apply(cluster, namespace, _session(image_=IMAGE_B, relaunch=2))
-            wait_status(cluster, "agentspec", namespace, "s", launched(2), what="relaunch")
+            # Relaunched (the controller's record says 2), but LAUNCH reads 1/2 until a pod of
+            # generation 2 runs: the old one is still stopping.
+            relaunching = wait_status(
+                cluster,
+                "agentspec",
+                namespace,
+                "s",
+                lambda o: o["status"].get("launchedGeneration") == 2,
+                what="relaunch",
+            )
+            assert relaunching["status"]["launch"] == "1/2"
             wait_for(
                 lambda: terminating(cluster, namespace, old),
                 timeout=20,
@@ -439,6 +449,7 @@ def test_raising_relaunch_generation_replaces_a_crash_looping_session(
             release_exit(cluster, namespace, old)
             new = running_pod(cluster, namespace, "s", not_uid=uid(old))
             wait_for(lambda: pods_seen.running() == {uid(new)}, what="the watch to see it")
+            wait_status(cluster, "agentspec", namespace, "s", launched(2), what="2/2")
     finally:
         release_exit(cluster, namespace, old)
     assert pods_seen.overlaps == [], f"two session pods Running at once: {pods_seen.overlaps}"
