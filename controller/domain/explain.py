@@ -202,8 +202,7 @@ def _session(agent: AgentObject, observed: Observed) -> tuple[Any, dict[str, Any
     pod_md = (observed.pod or {}).get("metadata") or {}
     from_pod = launched_from_annotations(pod_md.get("annotations") or {})
     running = from_pod.generation if from_pod and health and health.running else None
-    base = record or annotated
-    launched_at = base.launched_at if base is not None else ""
+    launched_at = plan.launched_at
     view = status_builder.SessionView(plan, running, plan.launched_hash, launched_at, health)
     explained = {
         "statefulSet": (observed.session or {}).get("metadata", {}).get("name", ""),
@@ -314,7 +313,7 @@ def _header(doc: dict[str, Any]) -> list[str]:
         + (f", Ready={ready.get('status')} {ready.get('reason')}" if ready else "")
     )
     seen = ctl.get("observedGeneration")
-    if seen is None:
+    if not isinstance(seen, int) or seen < 0:  # the CRD's default status says -1 until then
         out.append("  controller: has not written a status yet")
     else:
         lag = "" if seen == doc["generation"] else f" (behind: generation {doc['generation']})"

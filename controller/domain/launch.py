@@ -89,6 +89,8 @@ class LaunchPlan:
     """The launch generation the plan starts from (the record), None when nothing launched."""
     launched_hash: str | None
     notice: LaunchNotice = LaunchNotice.NONE
+    launched_at: str = ""
+    """When the launch the plan starts from happened (RFC 3339), if known."""
 
     @property
     def drift(self) -> bool:
@@ -117,6 +119,7 @@ def plan_launch(
         desired_hash=desired_hash,
         observed_generation=launched.generation if launched else None,
         launched_hash=launched.trajectory_hash if launched else None,
+        launched_at=launched.launched_at if launched else "",
     )
 
 

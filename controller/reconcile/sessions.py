@@ -73,12 +73,8 @@ class Sessions:
             exists=current is not None,
         )
         if plan.action is LaunchAction.KEEP:
-            at = record.launched_at if record else ""
-            if not at and current is not None:
-                annotated = builders.launched_from(current)
-                at = annotated.launched_at if annotated else ""
-            health, running = await self._health(by, ns, name, since=at)
-            view = status.SessionView(plan, running, plan.launched_hash, at, health)
+            health, running = await self._health(by, ns, name, since=plan.launched_at)
+            view = status.SessionView(plan, running, plan.launched_hash, plan.launched_at, health)
             return SessionOutcome(view)
         now = status.now_rfc3339()
         desired = builders.session_workload(

@@ -66,8 +66,19 @@ def _pip(venv: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _test_extras() -> tuple[str, ...]:
+    """The names in the project's ``test`` extra (the tools the unit suite imports)."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    names = []
+    for requirement in project["optional-dependencies"]["test"]:
+        match = FLOOR.match(requirement)
+        assert match, f"cannot read the requirement {requirement!r}"
+        names.append(match.group(1))
+    return tuple(dict.fromkeys([*TEST_TOOLS, *names]))
+
+
 def floor_venv(pins: list[str]) -> Path:
-    tools = [f"{name}=={metadata.version(name)}" for name in TEST_TOOLS]
+    tools = [f"{name}=={metadata.version(name)}" for name in _test_extras()]
     key = hashlib.sha256(json.dumps([sys.version_info[:2], pins, tools]).encode()).hexdigest()[:12]
     venv = CACHE / f"floors-{key}"
     if (venv / ".complete").exists():

@@ -35,7 +35,7 @@ from controller.session import (
     resolve,
 )
 from tests.conftest import REPO_ROOT, Cluster, ControllerProcess, wait_for
-from tests.integration.kube import EXAMPLES, agent, apply, must_get, wait_status
+from tests.integration.kube import EXAMPLES, agent, apply, get, must_get, wait_status
 
 pytestmark = pytest.mark.integration
 
@@ -93,8 +93,9 @@ class Session:
 
 
 def delivered_text(cluster: Cluster, namespace: str, name: str) -> str:
-    cm = must_get(cluster, "configmap", namespace, f"{name}-bindings")
-    text: str = cm["data"][BINDINGS_FILE]
+    """The agent's delivered document, or "" while the controller has not written it yet."""
+    cm = get(cluster, "configmap", namespace, f"{name}-bindings")
+    text: str = ((cm or {}).get("data") or {}).get(BINDINGS_FILE, "")
     return text
 
 
