@@ -27,3 +27,8 @@ AGENTS_BY_STATE = Gauge(
 BINDINGS_BY_STATE = Gauge(
     "bindery_bindings", "Resolved bindings across all agents, by state.", ["state"]
 )
+IGNORED_HOLDS = Counter(
+    "bindery_ignored_holds_total",
+    "Leases that posed as work holds (wrong name or namespace, no holder uid, or handed over) "
+    "and were ignored.",
+)

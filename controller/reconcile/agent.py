@@ -38,7 +38,7 @@ from controller.reconcile.holds import FINALIZER, WorkHolds
 from controller.reconcile.kinds import write_status
 from controller.reconcile.sessions import SessionOutcome, Sessions
 from controller.reconcile.store import Store
-from controller.reconcile.writer import Writer
+from controller.reconcile.writer import ForeignObjectError, Writer
 
 Body = dict[str, Any]
 
@@ -122,6 +122,17 @@ class AgentReconciler:
         resolution = self.registry.resolve(request.ref.key)
         try:
             work, session, delivered = await self._converge(request, body, agent, resolution, old)
+        except ForeignObjectError as exc:
+            new = status.blocked_status(
+                gen,
+                old,
+                status.now_rfc3339(),
+                reason="ForeignObject",
+                message=f"agent {request.ref.key}: {exc}",
+                stalled=not exc.transient,
+            )
+            await write_status(self.writer, request, self._latest(request, body), new)
+            raise
         except ApiError as exc:
             if not exc.refused:
                 raise
@@ -188,7 +199,9 @@ class AgentReconciler:
             return
         own = self.holds.holds.of(md.get("uid", ""))
         if own:
-            await self.bindings.withdraw_work(request, md.get("namespace", ""), md["name"])
+            await self.bindings.withdraw_work(
+                request, md.get("namespace", ""), md["name"], md.get("uid", "")
+            )
         for hold in own:
             await self.holds.release(request, hold)
         await self.holds.ensure_finalizer(request, self._latest(request, body), present=False)
