@@ -51,18 +51,19 @@ class AgentGauges:
         self._bindings: dict[str, dict[str, int]] = {}
 
     def count(self, key: str, state: str | None, bindings: dict[str, int]) -> None:
+        namespace = key.rpartition("/")[0]
         before = self._states.pop(key, None)
         if before is not None:
-            metrics.AGENTS_BY_STATE.labels(before).dec()
+            metrics.AGENTS_BY_STATE.labels(namespace, before).dec()
         for binding_state, n in self._bindings.pop(key, {}).items():
-            metrics.BINDINGS_BY_STATE.labels(binding_state).dec(n)
+            metrics.BINDINGS_BY_STATE.labels(namespace, binding_state).dec(n)
         if state:
             self._states[key] = state
-            metrics.AGENTS_BY_STATE.labels(state).inc()
+            metrics.AGENTS_BY_STATE.labels(namespace, state).inc()
         if bindings:
             self._bindings[key] = bindings
             for binding_state, n in bindings.items():
-                metrics.BINDINGS_BY_STATE.labels(binding_state).inc(n)
+                metrics.BINDINGS_BY_STATE.labels(namespace, binding_state).inc(n)
 
     def forget(self, key: str) -> None:
         self.count(key, None, {})

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from controller.domain.refs import Request
 from controller.domain.work import hold_name
@@ -464,3 +465,16 @@ async def test_a_hold_handed_over_by_someone_else_stops_counting() -> None:
     edit(c, fake, agent("a"))  # a lets go: it withdraws, then deletes the (edited) hold
     await run(c, "a")
     assert fake.writes[:2] == [("patch", "configmaps", "a-bindings"), ("delete", "leases", LEASE)]
+
+
+async def test_the_state_gauges_carry_the_namespace() -> None:
+    def idle_here() -> float:
+        value = REGISTRY.get_sample_value("bindery_agents", {"namespace": NS, "state": "Idle"})
+        return value or 0.0
+
+    before = idle_here()
+    c, fake = world(agent("a"))
+    await run(c, "a")
+    assert idle_here() == before + 1
+    c.observe(api.AGENTS, fake.objects[("agentspecs", NS, "a")], deleted=True)
+    assert idle_here() == before
