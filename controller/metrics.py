@@ -22,8 +22,17 @@ API_WRITES = Counter(
 )
 QUEUE_DEPTH = Gauge("bindery_queue_depth", "Objects waiting to be reconciled.")
 AGENTS_BY_STATE = Gauge(
-    "bindery_agents", "AgentSpecs by state (Idle, Working, Waiting, Error).", ["state"]
+    "bindery_agents",
+    "AgentSpecs by namespace and state (Idle, Working, Waiting, Error).",
+    ["namespace", "state"],
 )
 BINDINGS_BY_STATE = Gauge(
-    "bindery_bindings", "Resolved bindings across all agents, by state.", ["state"]
+    "bindery_bindings",
+    "Resolved bindings of all agents, by namespace and state.",
+    ["namespace", "state"],
+)
+IGNORED_HOLDS = Counter(
+    "bindery_ignored_holds_total",
+    "Leases that posed as work holds (wrong name or namespace, no holder uid, or handed over) "
+    "and were ignored.",
 )

@@ -396,6 +396,13 @@ def _static(call: _SlotCall, tool_namespace: str, view: RegistryView) -> SlotRes
             "set staticResource to a Resource's name or namespace/name",
         )
     key = static_resource_key(tool_namespace, ref)
+    if key.rpartition("/")[0] != tool_namespace:  # asked before looking: no existence oracle
+        return call.error(
+            f"its staticResource {ref!r} is in namespace {key.rpartition('/')[0]!r}, and a Tool "
+            f"may name only Resources in its own namespace ({tool_namespace!r})",
+            f"register the resource in namespace {tool_namespace!r} and name it there",
+            cause=_CONFLICT,
+        )
     resource = view.resource(key)
     if resource is None:
         return call.error(
@@ -731,6 +738,14 @@ class _AgentResolver:
                 out.append(self._parameter(_SlotCall(tool_name, slot, self), value))
 
     def _parameter(self, call: _SlotCall, value: str) -> SlotResult:
+        elsewhere, _, _ = value.rpartition("/")
+        if elsewhere and "/" not in elsewhere and ":" not in value and elsewhere != self.namespace:
+            return call.error(
+                f"its parameter value {value!r} names a Resource in namespace {elsewhere!r}, and "
+                f"an agent may use only Resources in its own namespace ({self.namespace!r})",
+                f"register the resource in namespace {self.namespace!r} and name it there",
+                cause=_CONFLICT,
+            )
         found, how = self._lookup(value)
         if not found:
             return call.error(
@@ -763,10 +778,10 @@ class _AgentResolver:
         if by_name is not None:
             return [_registered(by_name, self.types)], "name"
         by_key = view.resource(value)
-        if by_key is not None:
+        if by_key is not None and by_key.meta.namespace == self.namespace:
             return [_registered(by_key, self.types)], "namespace/name"
         by_uid = view.resource_by_uid(value)
-        if by_uid is not None:
+        if by_uid is not None and by_uid.meta.namespace == self.namespace:  # never another's
             return [_registered(by_uid, self.types)], "uid"
         by_uri = [
             _registered(r, self.types) for r in view.resources_with_uri(self.namespace, value)

@@ -578,14 +578,30 @@ def rejected_status(
     generation: int, old: dict[str, Any], now: str, *, what: str, error: str
 ) -> dict[str, Any]:
     """The status of an agent whose pass the API server refused (a bindings document over the
-    ConfigMap limit, a name too long for its session, a quota): Stalled, naming the refusal.
+    ConfigMap limit, a name too long for its session, a quota): Stalled, naming the refusal."""
+    message = f"the API server refused {what}: {error}"
+    return blocked_status(generation, old, now, reason="ApiRejected", message=message)
+
+
+def blocked_status(
+    generation: int,
+    old: dict[str, Any],
+    now: str,
+    *,
+    reason: str,
+    message: str,
+    stalled: bool = True,
+) -> dict[str, Any]:
+    """The status of an agent whose pass could not complete (refused by the API server, or an
+    object in the way that Bindery does not own): Ready=False with ``reason``.
 
     The fields of ``old`` that describe the world as last observed are kept; only the
     conditions and state say the pass could not complete.
     """
-    message = f"the API server refused {what}: {error}"
     conditions = health_conditions(
-        condition("Ready", False, "ApiRejected", message, generation), stalled=True
+        condition("Ready", False, reason, message, generation),
+        progressing=not stalled,
+        stalled=stalled,
     )
     kept = {k: v for k, v in old.items() if k not in ("conditions", "state", "observedGeneration")}
     return {

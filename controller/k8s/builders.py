@@ -56,6 +56,24 @@ def _labels(agent: AgentObject, component: str) -> dict[str, str]:
     return {MANAGED_BY: MANAGER, AGENT_LABEL: agent.meta.name, COMPONENT_LABEL: component}
 
 
+def owner_of(body: dict[str, Any]) -> tuple[str, str, str] | None:
+    """(kind, name, uid) of the object's controlling owner, if it has one."""
+    for ref in (body.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return str(ref.get("kind", "")), str(ref.get("name", "")), str(ref.get("uid", ""))
+    return None
+
+
+def owned_by(body: dict[str, Any], agent: AgentObject) -> bool:
+    """Whether ``body`` is Bindery's object for ``agent`` (its label and controlling owner)."""
+    labels = (body.get("metadata") or {}).get("labels") or {}
+    return labels.get(MANAGED_BY) == MANAGER and owner_of(body) == (
+        "AgentSpec",
+        agent.meta.name,
+        agent.meta.uid,
+    )
+
+
 def bindings_config_map_name(agent_name: str) -> str:
     return f"{agent_name}-bindings"
 

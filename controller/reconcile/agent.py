@@ -38,7 +38,7 @@ from controller.reconcile.holds import FINALIZER, WorkHolds
 from controller.reconcile.kinds import write_status
 from controller.reconcile.sessions import SessionOutcome, Sessions
 from controller.reconcile.store import Store
-from controller.reconcile.writer import Writer
+from controller.reconcile.writer import ForeignObjectError, Writer
 
 Body = dict[str, Any]
 
@@ -51,18 +51,19 @@ class AgentGauges:
         self._bindings: dict[str, dict[str, int]] = {}
 
     def count(self, key: str, state: str | None, bindings: dict[str, int]) -> None:
+        namespace = key.rpartition("/")[0]
         before = self._states.pop(key, None)
         if before is not None:
-            metrics.AGENTS_BY_STATE.labels(before).dec()
+            metrics.AGENTS_BY_STATE.labels(namespace, before).dec()
         for binding_state, n in self._bindings.pop(key, {}).items():
-            metrics.BINDINGS_BY_STATE.labels(binding_state).dec(n)
+            metrics.BINDINGS_BY_STATE.labels(namespace, binding_state).dec(n)
         if state:
             self._states[key] = state
-            metrics.AGENTS_BY_STATE.labels(state).inc()
+            metrics.AGENTS_BY_STATE.labels(namespace, state).inc()
         if bindings:
             self._bindings[key] = bindings
             for binding_state, n in bindings.items():
-                metrics.BINDINGS_BY_STATE.labels(binding_state).inc(n)
+                metrics.BINDINGS_BY_STATE.labels(namespace, binding_state).inc(n)
 
     def forget(self, key: str) -> None:
         self.count(key, None, {})
@@ -122,6 +123,17 @@ class AgentReconciler:
         resolution = self.registry.resolve(request.ref.key)
         try:
             work, session, delivered = await self._converge(request, body, agent, resolution, old)
+        except ForeignObjectError as exc:
+            new = status.blocked_status(
+                gen,
+                old,
+                status.now_rfc3339(),
+                reason="ForeignObject",
+                message=f"agent {request.ref.key}: {exc}",
+                stalled=not exc.transient,
+            )
+            await write_status(self.writer, request, self._latest(request, body), new)
+            raise
         except ApiError as exc:
             if not exc.refused:
                 raise
@@ -188,7 +200,9 @@ class AgentReconciler:
             return
         own = self.holds.holds.of(md.get("uid", ""))
         if own:
-            await self.bindings.withdraw_work(request, md.get("namespace", ""), md["name"])
+            await self.bindings.withdraw_work(
+                request, md.get("namespace", ""), md["name"], md.get("uid", "")
+            )
         for hold in own:
             await self.holds.release(request, hold)
         await self.holds.ensure_finalizer(request, self._latest(request, body), present=False)

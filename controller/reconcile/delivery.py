@@ -9,7 +9,7 @@ from controller.domain.models import AgentObject
 from controller.domain.refs import Request
 from controller.k8s import api, builders
 from controller.reconcile.store import Store
-from controller.reconcile.writer import Writer
+from controller.reconcile.writer import ForeignObjectError, Writer
 
 
 class BindingsDelivery:
@@ -32,15 +32,20 @@ class BindingsDelivery:
             current, created = await self.writer.create(by, api.CONFIG_MAPS, desired)
             if created:
                 return True
+        if not builders.owned_by(current, agent):
+            raise ForeignObjectError("ConfigMap", current, agent.meta.name)
         if _document(current) == rendered:
             return False
         await self._write(by, current, rendered)
         return True
 
-    async def withdraw_work(self, by: Request, agent_namespace: str, agent_name: str) -> None:
+    async def withdraw_work(
+        self, by: Request, agent_namespace: str, agent_name: str, agent_uid: str
+    ) -> None:
         """Deliver the agent's last document without its work URI (before its hold goes)."""
         current = self.delivered(agent_namespace, agent_name)
-        if current is None:
+        owner = builders.owner_of(current) if current is not None else None
+        if current is None or owner is None or owner[2] != agent_uid:
             return
         data = _document(current)
         if delivery.delivered_work_uris(data):

@@ -18,7 +18,7 @@ from controller.domain.registry import Registry
 from controller.domain.results import AgentResolution, BindingState
 from controller.domain.work import Claim, Hold, WorkPlan, WorkState, plan_work
 from controller.k8s import api, builders
-from controller.reconcile.index import HoldIndex, WantedIndex, hold_from
+from controller.reconcile.index import HoldIndex, WantedIndex, hold_from, hold_problem
 from controller.reconcile.store import Store
 from controller.reconcile.writer import Writer
 
@@ -128,6 +128,21 @@ class WorkHolds:
             by, api.LEASES, builders.work_hold(agent, plan.uri)
         )
         hold = hold_from(written)
+        md = written.get("metadata") or {}
+        where = (str(md.get("namespace", "")), str(md.get("name", "")))
+        posing = not created and (hold_problem(written, hold) or self.holds.ignored.get(where))
+        if posing:
+            # A Lease in the hold's place that Bindery did not make (or that was handed over):
+            # it holds nothing. Remove it (exactly that version), then acquire on the next pass.
+            log.warning(
+                "removing a Lease that posed as a work hold",
+                lease=f"{md.get('namespace')}/{md.get('name')}",
+                why=posing,
+                by=agent.meta.key,
+            )
+            await self.writer.delete_at(by, api.LEASES, written)
+            self.wake(by)
+            return WorkPlan(state=WorkState.WAITING, uri=plan.uri, release=plan.release)
         if created or (hold is not None and hold.holder_uid == agent.meta.uid):
             if created:
                 log.info("acquired work", agent=agent.meta.key, uri=plan.uri)

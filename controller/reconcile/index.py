@@ -7,7 +7,7 @@ from typing import Any
 
 from controller.domain.models import AgentObject
 from controller.domain.multiindex import MultiIndex
-from controller.domain.work import Hold
+from controller.domain.work import Hold, hold_name
 from controller.k8s import builders
 
 Slot = tuple[str, str]
@@ -34,12 +34,33 @@ def hold_from(body: dict[str, Any] | None) -> Hold | None:
     )
 
 
+def hold_problem(body: dict[str, Any], hold: Hold | None) -> str:
+    """Why a Lease labelled as a hold cannot be one Bindery made ("" if it can be).
+
+    Bindery names a hold after its URI, creates it in its holder's namespace with the holder's
+    uid, and never changes it: anything else was made or edited by someone else.
+    """
+    if hold is None:
+        return "it records no URI or no holder"
+    md = body.get("metadata") or {}
+    holder_ns = hold.holder.rpartition("/")[0]
+    if md.get("name") != hold_name(hold.uri):
+        return f"its name is not {hold_name(hold.uri)!r}, the one Bindery derives from its URI"
+    if holder_ns != (md.get("namespace") or ""):
+        return f"it names a holder in another namespace ({hold.holder})"
+    if not hold.holder_uid:
+        return "it records no holder uid"
+    return ""
+
+
 class HoldIndex:
-    """Observed holds by (namespace, URI) and by holder uid."""
+    """Observed holds by (namespace, URI) and by holder uid; Leases that only pose as holds."""
 
     def __init__(self) -> None:
         self.by_slot: dict[Slot, Hold] = {}
         self.by_holder: MultiIndex[str, Slot] = MultiIndex()
+        self.ignored: dict[tuple[str, str], str] = {}
+        """(namespace, Lease name) -> why that Lease does not count as a hold."""
 
     def get(self, namespace: str, uri: str) -> Hold | None:
         return self.by_slot.get((namespace, uri))

@@ -13,8 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import structlog
 from pydantic import ValidationError
 
+from controller import metrics
 from controller.domain.models import (
     AgentObject,
     AgentSpecSpec,
@@ -28,9 +30,12 @@ from controller.domain.models import (
 )
 from controller.domain.refs import Kind, Ref, Request
 from controller.domain.registry import Affected, Registry
+from controller.domain.work import Hold
 from controller.k8s import api, builders
-from controller.reconcile.index import HoldIndex, WantedIndex, hold_from
+from controller.reconcile.index import HoldIndex, WantedIndex, hold_from, hold_problem
 from controller.reconcile.store import Body, Store
+
+log = structlog.get_logger("bindery.intake")
 
 KINDS: dict[api.Endpoint, Kind] = {endpoint: kind for kind, endpoint in api.ENDPOINTS.items()}
 OWNED: tuple[api.Endpoint, ...] = (api.CONFIG_MAPS, api.STATEFUL_SETS, api.LEASES, api.PODS)
@@ -50,6 +55,16 @@ def _learned(body: Body | None) -> tuple[Any, ...]:
     finalizers, resourceVersion) changes nothing it knows."""
     md = (body or {}).get("metadata") or {}
     return (md.get("uid"), md.get("generation"), md.get("labels"), (body or {}).get("spec"))
+
+
+def _handed_over(before: Hold | None, after: Hold | None) -> bool:
+    """The same hold (uid) now names another holder: Bindery never does that."""
+    return (
+        before is not None
+        and after is not None
+        and before.uid == after.uid
+        and (before.holder, before.holder_uid) != (after.holder, after.holder_uid)
+    )
 
 
 class Intake:
@@ -169,6 +184,12 @@ class Intake:
 
     # ------------------------------------------------------------------ owned objects
 
+    def _ignore(self, ref: Ref, problem: str) -> None:
+        if self.holds.ignored.get((ref.namespace, ref.name)) != problem:
+            metrics.IGNORED_HOLDS.inc()
+            log.warning("ignoring a Lease that poses as a work hold", lease=ref.key, why=problem)
+        self.holds.ignored[(ref.namespace, ref.name)] = problem
+
     def _owned(
         self, endpoint: api.Endpoint, body: Body, deleted: bool, by: Request | None
     ) -> set[Request]:
@@ -187,17 +208,36 @@ class Intake:
         return {request}
 
     def _hold(self, body: Body, deleted: bool) -> set[Request]:
-        """A hold changed: its holder, the URI's claimants and the Resources with that URI."""
+        """A hold changed: its holder, the URI's claimants and the Resources with that URI.
+
+        A Lease that only poses as a hold (see :func:`hold_problem`), or a hold whose holder
+        changed (Bindery never hands a hold over: it deletes and creates), is not filed: it is
+        recorded as ignored, and the next claimant removes it.
+        """
+        previous = None
         if deleted:
             if self.store.delete(api.LEASES, body) is None:
                 return set()
-        elif self.store.put(api.LEASES, body) is body:
-            return set()
+        else:
+            previous = self.store.put(api.LEASES, body)
+            if previous is body:
+                return set()
         hold = hold_from(body)
+        ref = Ref.of(body)
+        problem = "" if deleted else hold_problem(body, hold)
+        if not problem and _handed_over(hold_from(previous), hold):
+            # Someone rewrote the holder. The hold stays its first holder's, as filed, so that
+            # holder withdraws the URI from its bindings before anyone else can acquire it.
+            self._ignore(ref, f"its holder was changed to {hold.holder if hold else ''}")
+            return set()
+        if problem:
+            self._ignore(ref, problem)
+        else:
+            self.holds.ignored.pop((ref.namespace, ref.name), None)
         if hold is None:
             return set()
-        ns = Ref.of(body).namespace
-        self.holds.file(ns, hold, present=not deleted)
+        ns = ref.namespace
+        self.holds.file(ns, hold, present=not deleted and not problem)
         requests = {Request.agent(hold.holder)}
         requests.update(Request.agent(k) for k in self.wanted.get(ns, hold.uri))
         requests.update(

@@ -16,7 +16,7 @@ from controller.domain.session_health import SessionHealth, session_health
 from controller.k8s import api, builders
 from controller.k8s.api import ApiError
 from controller.reconcile.store import Store, resource_version
-from controller.reconcile.writer import StaleWriteError, Writer
+from controller.reconcile.writer import ForeignObjectError, StaleWriteError, Writer
 
 log = structlog.get_logger("bindery.sessions")
 
@@ -60,6 +60,8 @@ class Sessions:
         ns, name = agent.meta.namespace, builders.session_name(agent.meta.name)
         current = self.store.get(api.STATEFUL_SETS, f"{ns}/{name}")
         runtime = agent.spec.runtime
+        if current is not None and not builders.owned_by(current, agent):
+            raise ForeignObjectError("StatefulSet", current, agent.meta.name)
         if runtime is None:
             if current is not None:
                 await self.writer.delete_at(by, api.STATEFUL_SETS, current)
@@ -86,8 +88,10 @@ class Sessions:
             service_account=self.service_account,
         )
         if current is None:
-            _, created = await self.writer.create(by, api.STATEFUL_SETS, desired)
-            if not created:  # someone made it first: the next pass decides from what is there
+            found, created = await self.writer.create(by, api.STATEFUL_SETS, desired)
+            if not builders.owned_by(found, agent):
+                raise ForeignObjectError("StatefulSet", found, agent.meta.name)
+            if not created:  # made meanwhile: the next pass decides from what is there
                 raise ApiError(409, "POST", api.STATEFUL_SETS.path(ns), {"reason": "AlreadyExists"})
         else:
             await self.relaunch(by, current, desired)

@@ -16,7 +16,7 @@ from controller.k8s.api import ApiError
 from controller.reconcile.kinds import Reconciler
 from controller.reconcile.queue import WorkQueue
 from controller.reconcile.store import Store
-from controller.reconcile.writer import StaleWriteError
+from controller.reconcile.writer import ForeignObjectError, StaleWriteError
 
 log = structlog.get_logger("bindery.reconciler")
 
@@ -67,9 +67,8 @@ class WorkerPool:
                 metrics.RECONCILES.labels(request.kind.value, "error").inc()
                 # An API refusal is expected now and then (conflicts, a webhook, RBAC); anything
                 # else is a bug worth its traceback. Either way the request is retried with backoff.
-                report = (
-                    log.warning if isinstance(exc, ApiError | StaleWriteError) else log.exception
-                )
+                expected = isinstance(exc, ApiError | StaleWriteError | ForeignObjectError)
+                report = log.warning if expected else log.exception
                 report(
                     "reconcile failed; retrying",
                     kind=request.kind.value,

@@ -20,6 +20,31 @@ Sink = Callable[[Endpoint, Body, bool, Request], None]
 """``sink(endpoint, body, deleted, by)``: where written versions go (the controller's intake)."""
 
 
+class ForeignObjectError(Exception):
+    """An object Bindery would own for an agent exists, but is not Bindery's for that agent:
+    it is never written. ``transient`` when it belongs to an earlier agent of the same name
+    (the garbage collector removes it soon)."""
+
+    def __init__(self, what: str, body: Body, agent_name: str) -> None:
+        md = body.get("metadata") or {}
+        owner = next((r for r in md.get("ownerReferences") or [] if r.get("controller")), None)
+        self.transient = bool(
+            owner and owner.get("kind") == "AgentSpec" and owner.get("name") == agent_name
+        )
+        whose = (
+            "an earlier AgentSpec of the same name (it goes when the garbage collector removes it)"
+            if self.transient
+            else f"{owner.get('kind')} {owner.get('name')}"
+            if owner
+            else "nobody Bindery knows (it was not made by Bindery for this agent)"
+        )
+        self.where = f"{what} {md.get('namespace', '')}/{md.get('name', '')}"
+        super().__init__(
+            f"{self.where} already exists and belongs to {whose}; Bindery never writes an object "
+            "it does not own: rename the AgentSpec, or delete or rename that object"
+        )
+
+
 class StaleWriteError(Exception):
     """A guarded write was decided from a version that has changed: run the pass again."""
 

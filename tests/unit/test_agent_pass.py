@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from controller.domain.refs import Request
 from controller.domain.work import hold_name
@@ -198,6 +199,18 @@ X = "gh://org/repo/issues/1"
 LEASE = hold_name(X)
 
 
+def hold_body(holder: str, *, name: str = LEASE, namespace: str = NS) -> Body:
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {"app.kubernetes.io/managed-by": "bindery"},
+            "annotations": {"bindery.dev/uri": X, "bindery.dev/holder-uid": f"{holder}-uid"},
+        },
+        "spec": {"holderIdentity": f"{NS}/{holder}"},
+    }
+
+
 @dataclass(frozen=True)
 class Case:
     name: str
@@ -267,7 +280,7 @@ async def test_one_pass(case: Case) -> None:
     c, fake = world(*case.agents)
     fake.refuse = dict(case.refuse)
     if case.refuse:  # someone else holds the lease, but it is not in our view yet
-        fake.seed(api.LEASES, {"metadata": {"name": LEASE, "namespace": NS}, "spec": {}})
+        fake.seed(api.LEASES, hold_body("zed"))
     await run(c, *case.run)
     assert fake.writes == case.writes
     states = {n: c.store.get(api.AGENTS, f"{NS}/{n}")["status"]["state"] for n in case.states}  # type: ignore[index]
@@ -399,3 +412,69 @@ async def test_a_pass_the_api_server_refuses_still_writes_status() -> None:
     assert stalled["reason"] == "ApiRejected"
     assert "configmaps" in stalled["message"]
     assert "HTTP 422" in stalled["message"]
+
+
+# ------------------------------------------------------------------------------ forged holds
+
+
+@pytest.mark.parametrize(
+    ("why", "lease"),
+    [
+        ("a name not derived from the URI", hold_body("b", name="bindery-work-forged")),
+        (
+            "a holder in another namespace",
+            {**hold_body("b"), "spec": {"holderIdentity": "other/b"}},
+        ),
+    ],
+)
+async def test_a_lease_posing_as_a_hold_holds_nothing(why: str, lease: Body) -> None:
+    c, fake = world(agent("b", X))
+    c.observe(api.LEASES, fake.seed(api.LEASES, lease))
+    assert c.intake.holds.by_slot == {}, why
+    assert c.intake.holds.of("b-uid") == []
+
+
+async def test_a_forged_lease_in_the_holds_place_is_removed_then_the_uri_acquired() -> None:
+    c, fake = world(agent("a", X))
+    forged = {**hold_body("a"), "spec": {"holderIdentity": "elsewhere/mallory"}}
+    fake.seed(api.LEASES, forged)  # not seen by the watch yet: the create meets it
+    await run(c, "a")
+    assert ("delete", "leases", LEASE) in fake.writes
+    assert Request.agent(f"{NS}/a") in c.queue.drain()  # it tries again at once
+    fake.writes.clear()
+    await run(c, "a")
+    assert fake.writes[0] == ("create", "leases", LEASE)
+    assert c.store.get(api.AGENTS, f"{NS}/a")["status"]["state"] == "Working"  # type: ignore[index]
+
+
+async def test_a_hold_handed_over_by_someone_else_stops_counting() -> None:
+    c, fake = world(agent("a", X), agent("b", X))
+    await run(c, "a", "b")
+    lease = copy.deepcopy(fake.objects[("leases", NS, LEASE)])
+    lease["spec"]["holderIdentity"] = f"{NS}/b"
+    lease["metadata"]["annotations"]["bindery.dev/holder-uid"] = "b-uid"
+    lease["metadata"]["resourceVersion"] = str(next(fake._rv))
+    c.observe(api.LEASES, lease)  # the watch reports the edit
+    assert c.intake.holds.of("b-uid") == []  # b does not hold X because someone said so
+    assert [h.holder for h in c.intake.holds.of("a-uid")] == [f"{NS}/a"]  # still a's
+    assert (NS, LEASE) in c.intake.holds.ignored
+    fake.objects[("leases", NS, LEASE)] = lease
+    fake.writes.clear()
+    await run(c, "b")
+    assert fake.writes == []  # b waits for a, as before the edit
+    edit(c, fake, agent("a"))  # a lets go: it withdraws, then deletes the (edited) hold
+    await run(c, "a")
+    assert fake.writes[:2] == [("patch", "configmaps", "a-bindings"), ("delete", "leases", LEASE)]
+
+
+async def test_the_state_gauges_carry_the_namespace() -> None:
+    def idle_here() -> float:
+        value = REGISTRY.get_sample_value("bindery_agents", {"namespace": NS, "state": "Idle"})
+        return value or 0.0
+
+    before = idle_here()
+    c, fake = world(agent("a"))
+    await run(c, "a")
+    assert idle_here() == before + 1
+    c.observe(api.AGENTS, fake.objects[("agentspecs", NS, "a")], deleted=True)
+    assert idle_here() == before

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from controller.domain.refs import Request
+from controller.domain.work import hold_name
 from controller.k8s.api import (
     AGENTS,
     CONFIG_MAPS,
@@ -125,7 +126,7 @@ def test_managed_fields_are_not_kept() -> None:
 def hold(rv: int, holder: str = "a", uid: str = "lease-1") -> dict[str, Any]:
     return {
         "metadata": {
-            "name": "bindery-work-x",
+            "name": hold_name("gh://1"),
             "namespace": NS,
             "uid": uid,
             "resourceVersion": str(rv),

@@ -443,15 +443,21 @@ def test_a_static_slot_binds_the_named_resource_in_the_tools_namespace() -> None
     assert only_slot(registry) == checked
 
 
-def test_a_static_slot_may_name_a_resource_in_another_namespace() -> None:
+def test_a_static_slot_may_not_name_a_resource_in_another_namespace() -> None:
     registry = registry_of(
         *TYPES,
         tool("a/cfg", slot("config", "vcs", "static", static="b/shared")),
         resource("b/shared", "git-checkout", "git://s"),
     )
     (checked,) = registry.validate_tool("a/cfg").static_slots
-    assert checked.resource is not None
-    assert checked.resource.namespace == "b"
+    assert checked.resource is None
+    assert "is in namespace 'b', and a Tool may name only Resources in its own namespace" in (
+        checked.message
+    )
+    # The same words whether or not the other namespace has it: no existence oracle.
+    hidden = registry_of(*TYPES, tool("a/cfg", slot("config", "vcs", "static", static="b/none")))
+    (other,) = hidden.validate_tool("a/cfg").static_slots
+    assert other.message == checked.message.replace("b/shared", "b/none")
 
 
 def test_a_static_slot_naming_a_missing_resource_is_an_error_for_the_tool_and_the_agent() -> None:
@@ -553,10 +559,16 @@ def test_a_parameter_value_is_tried_as_a_name_before_a_uid() -> None:
     assert result.resource.name == "tgt"
 
 
-def test_a_parameter_value_may_name_a_resource_in_another_namespace() -> None:
-    result = parameter("b/far", resource("b/far", "git-checkout", "git://far"))
-    assert result.resource is not None
-    assert result.resource.namespace == "b"
+def test_a_parameter_value_may_not_name_a_resource_in_another_namespace() -> None:
+    by_name = parameter("b/far", resource("b/far", "git-checkout", "git://far"))
+    assert by_name.resource is None
+    assert "names a Resource in namespace 'b', and an agent may use only Resources" in (
+        by_name.message
+    )
+    far = resource("b/far", "git-checkout", "git://far")
+    by_uid = parameter(far.meta.uid, far)
+    assert by_uid.resource is None
+    assert "names no resource" in by_uid.message  # another namespace's uid is not found
 
 
 def test_a_parameter_uri_falls_back_to_the_agents_direct_bindings() -> None:
