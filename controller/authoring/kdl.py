@@ -21,6 +21,8 @@ from controller.domain.models import API_VERSION, AgentSpecSpec
 
 AGENT = "agent"
 
+RUNTIME_PARTS = ("command", "args", "env", "instructions", "run-as-user")
+
 USAGE = {
     "agent": 'agent "NAME" { ... }',
     "namespace": 'namespace "NAMESPACE"',
@@ -39,6 +41,7 @@ USAGE = {
     "args": 'args "ARG"...',
     "env": 'env "NAME" "VALUE"',
     "instructions": 'instructions "TEXT"',
+    "run-as-user": "run-as-user UID",
     "relaunch-generation": "relaunch-generation N",
 }
 
@@ -468,8 +471,8 @@ class _Agent:
             self.doc.values[(*at, "model")] = node.props["model"].value.pos
         seen: dict[str, Pos] = {}
         for child in node.children:
-            if child.name not in ("command", "args", "env", "instructions"):
-                self.r.unknown(child, "in runtime", ("command", "args", "env", "instructions"))
+            if child.name not in RUNTIME_PARTS:
+                self.r.unknown(child, "in runtime", RUNTIME_PARTS)
             elif child.name != "env" and child.name in seen:
                 self.r.error(
                     child.pos,
@@ -489,6 +492,17 @@ class _Agent:
             if args:
                 runtime[child.name] = [a.value for a in args]
                 self.doc.values[(*at, child.name)] = child.pos
+        elif child.name == "run-as-user":
+            uid = child.args[0] if len(child.args) == 1 else None
+            if uid is None or isinstance(uid.value, bool) or not isinstance(uid.value, int):
+                self.r.error(
+                    child.pos,
+                    "run-as-user takes one whole number, the user id the session runs as "
+                    f"(pod securityContext.runAsUser): expected {USAGE['run-as-user']}",
+                )
+                return
+            runtime["securityContext"] = {"runAsUser": uid.value}
+            self.doc.values[(*at, "securityContext", "runAsUser")] = uid.pos
         elif child.name == "instructions":
             args = self.r.strings(child, "the instructions text", 1, 1)
             if args:
@@ -619,6 +633,8 @@ def to_kdl(metadata: dict[str, Any], spec: AgentSpecSpec) -> str:
         inner += [_line(2, "env", [var.name, var.value]) for var in rt.env]
         if rt.instructions:
             inner.append(_line(2, "instructions", [rt.instructions]))
+        if rt.security_context is not None and rt.security_context.run_as_user is not None:
+            inner.append(f"    run-as-user {int(rt.security_context.run_as_user)}")
         body.extend(_block(1, _line(1, "runtime", props=props), inner))
     if spec.relaunch_generation:
         body.append(f"  relaunch-generation {spec.relaunch_generation}")

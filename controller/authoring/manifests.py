@@ -366,6 +366,10 @@ def check_expressible_in_kdl(doc: Located, spec: AgentSpecSpec, problems: Proble
         alias = Runtime.model_fields[field].alias or field
         if alias in KDL_RUNTIME_FIELDS:
             continue
+        pod = spec.runtime.security_context
+        only_user = pod is not None and pod.model_fields_set <= {"run_as_user"}
+        if alias == "securityContext" and only_user:
+            continue  # `run-as-user UID`
         ok = False
         problems.add(
             doc.file,

@@ -317,7 +317,7 @@ ERRORS: list[tuple[str, str, str]] = [
         "unknown node in a runtime",
         'agent "dev" {\n  runtime image="i" {\n    entrypoint "x"\n  }\n}\n',
         'a.kdl:3:5: error: unknown node "entrypoint" in runtime: expected one of args, '
-        "command, env, instructions",
+        "command, env, instructions, run-as-user",
     ),
     (
         "unknown node in a selector",
@@ -765,14 +765,26 @@ def test_export_refuses_runtime_fields_kdl_cannot_say(run: Run) -> None:
     manifest = (
         "apiVersion: bindery.dev/v1alpha1\nkind: AgentSpec\nmetadata:\n  name: dev\nspec:\n"
         "  runtime:\n    image: img\n    securityContext:\n      runAsUser: 1000\n"
-        "    serviceAccountName: runner\n"
+        "      fsGroup: 1000\n    serviceAccountName: runner\n"
     )
     assert fails(run, "export", write("r.yaml", manifest)).splitlines() == [
         "r.yaml:8:5: error: spec.runtime.securityContext has no KDL form: exporting would drop "
         "it; keep this agent in YAML, or remove the field before exporting",
-        "r.yaml:10:5: error: spec.runtime.serviceAccountName has no KDL form: exporting would "
+        "r.yaml:11:5: error: spec.runtime.serviceAccountName has no KDL form: exporting would "
         "drop it; keep this agent in YAML, or remove the field before exporting",
     ]
+
+
+def test_run_as_user_round_trips_between_kdl_and_yaml(run: Run) -> None:
+    """The one pod setting KDL says (`run-as-user UID`), so an image whose user is root can
+    still run under the default runAsNonRoot."""
+    kdl = 'agent "dev" {\n  runtime image="img" {\n    run-as-user 65534\n  }\n}\n'
+    code, rendered, err = run("render", write("a.kdl", kdl))
+    assert (code, err) == (0, "")
+    assert "runAsUser: 65534" in rendered
+    code, exported, err = run("export", write("a.yaml", rendered))
+    assert (code, err) == (0, "")
+    assert "run-as-user 65534" in exported
 
 
 def test_export_reports_a_hostile_uri_with_its_encoded_form(run: Run) -> None:
