@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 
+from tests.argocd_health import argo_health
 from tests.conftest import Cluster, ControllerProcess, wait_for
+from tests.integration.kstatus import kstatus_of
 from tests.integration.kube import agent, apply, condition, get, must_get, ready, wait_status
 from tests.integration.sessions_helpers import (
     apply_types,
@@ -82,6 +84,9 @@ def test_a_session_refused_by_pod_security_is_stalled_with_the_reason(
     assert "violates PodSecurity" in condition(obj, "Ready")["message"]
     assert obj["status"]["session"]["phase"] == "Failing"
     assert obj["status"]["launch"].startswith("-/")  # nothing ever ran
+    # The row "a session refused by policy" of the semantics table, as GitOps tools read it.
+    assert kstatus_of([obj])[0]["status"] == "Failed"
+    assert argo_health(obj)["status"] == "Degraded"
 
 
 FAILURES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
@@ -117,6 +122,8 @@ def test_a_failing_session_pod_shows_its_cause_and_recovers(
     )
     assert obj["status"]["session"]["restarts"] == 5
     assert obj["status"]["session"]["pod"] == pod_name("s")
+    assert kstatus_of([obj])[0]["status"] == "Failed"  # a crash loop: Stalled
+    assert argo_health(obj)["status"] == "Degraded"
     # The pod is replaced (a new one runs): the agent is Ready again.
     cluster.kubectl("delete", "pod", pod_name("s"), "-n", namespace, "--wait=false")
     running_pod(cluster, namespace, "s", not_uid=uid(pod))
@@ -154,6 +161,9 @@ def test_launch_reads_n_minus_one_until_the_relaunched_pod_runs(
         )
         assert pending["status"]["launch"] == "1/2"
         assert condition(pending, "Ready")["status"] == "False"
+        # The row "a session starting": in progress, not failed.
+        assert kstatus_of([pending])[0]["status"] == "InProgress"
+        assert argo_health(pending)["status"] == "Progressing"
     finally:
         release_exit(cluster, namespace, old)
     running_pod(cluster, namespace, "r", not_uid=uid(old))
@@ -161,6 +171,8 @@ def test_launch_reads_n_minus_one_until_the_relaunched_pod_runs(
         cluster, "agentspec", namespace, "r", lambda o: o["status"].get("launch") == "2/2"
     )
     assert condition(done, "Ready")["status"] == "True"
+    assert kstatus_of([done])[0]["status"] == "Current"
+    assert argo_health(done)["status"] == "Healthy"
 
 
 def test_an_edited_launch_annotation_never_disables_relaunching(
