@@ -99,3 +99,58 @@ def test_another_namespaces_resource_never_reaches_an_agent(
     assert SECRET not in json.dumps(delivered)
     assert "tenant-b" not in json.dumps(delivered)
     assert get(cluster, "configmap", other, "nosy-bindings") is None
+
+
+def test_objects_bindery_does_not_own_are_never_written(
+    cluster: Cluster, namespace: str, controller: ControllerProcess
+) -> None:
+    apply_examples(cluster, namespace)
+    foreign_cm = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "alpha-bindings"},
+        "data": {"bindings.json": "someone else's"},
+    }
+    foreign_sts = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": "beta-session"},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": {"app": "theirs"}},
+            "template": {
+                "metadata": {"labels": {"app": "theirs"}},
+                "spec": {"containers": [{"name": "c", "image": "registry.example/theirs:1"}]},
+            },
+        },
+    }
+    apply(cluster, namespace, foreign_cm, foreign_sts)
+    before = {
+        "cm": must_get(cluster, "configmap", namespace, "alpha-bindings"),
+        "sts": must_get(cluster, "statefulset", namespace, "beta-session"),
+    }
+    x = {"apiVersion": "bindery.dev/v1alpha1", "kind": "AgentSpec", "metadata": {"name": "alpha"},
+         "spec": {}}  # fmt: skip
+    y = {"apiVersion": "bindery.dev/v1alpha1", "kind": "AgentSpec", "metadata": {"name": "beta"},
+         "spec": {"runtime": {"image": "registry.example/agent:1"}}}  # fmt: skip
+    apply(cluster, namespace, x, y)
+    for name, what in (("alpha", "ConfigMap"), ("beta", "StatefulSet")):
+        obj = wait_status(
+            cluster,
+            "agentspec",
+            namespace,
+            name,
+            lambda o: any(
+                c["type"] == "Ready" and c["reason"] == "ForeignObject"
+                for c in (o.get("status") or {}).get("conditions") or []
+            ),
+        )
+        stalled = next(c for c in obj["status"]["conditions"] if c["type"] == "Stalled")
+        assert stalled["status"] == "True"
+        assert f"{what} {namespace}/{name}-" in stalled["message"]
+        assert "never writes an object it does not own" in stalled["message"]
+    after_cm = must_get(cluster, "configmap", namespace, "alpha-bindings")
+    after_sts = must_get(cluster, "statefulset", namespace, "beta-session")
+    assert after_cm["metadata"]["resourceVersion"] == before["cm"]["metadata"]["resourceVersion"]
+    assert after_cm["data"] == {"bindings.json": "someone else's"}
+    assert after_sts["spec"]["template"] == before["sts"]["spec"]["template"]
