@@ -17,17 +17,7 @@ from pydantic import ValidationError
 
 from controller.domain import status as status_builder
 from controller.domain.launch import launch_record, launched_from_annotations, plan_session
-from controller.domain.models import (
-    AgentObject,
-    AgentSpecSpec,
-    ResourceObject,
-    ResourceSpec,
-    ResourceTypeObject,
-    ResourceTypeSpec,
-    ToolObject,
-    ToolSpec,
-    meta_from_body,
-)
+from controller.domain.models import AgentObject, meta_from_body, parse_object
 from controller.domain.registry import Registry
 from controller.domain.results import BindingState
 from controller.domain.session_health import session_health
@@ -71,34 +61,20 @@ def build_registry(observed: Observed) -> tuple[Registry, dict[str, str]]:
     left out (as the controller does) and returned by ``kind key`` with the reason."""
     registry = Registry()
     rejected: dict[str, str] = {}
-    for body in observed.types:
-        try:
-            spec = ResourceTypeSpec.model_validate(body.get("spec") or {})
-        except ValidationError as exc:
-            rejected[f"ResourceType {_key(body)}"] = _first_error(exc)
-            continue
-        registry.upsert_type(ResourceTypeObject(meta=meta_from_body(body), spec=spec))
-    for body in observed.resources:
-        try:
-            rspec = ResourceSpec.model_validate(body.get("spec") or {})
-        except ValidationError as exc:
-            rejected[f"Resource {_key(body)}"] = _first_error(exc)
-            continue
-        registry.upsert_resource(ResourceObject(meta=meta_from_body(body), spec=rspec))
-    for body in observed.tools:
-        try:
-            tspec = ToolSpec.model_validate(body.get("spec") or {})
-        except ValidationError as exc:
-            rejected[f"Tool {_key(body)}"] = _first_error(exc)
-            continue
-        registry.upsert_tool(ToolObject(meta=meta_from_body(body), spec=tspec))
-    for body in [observed.agent, *observed.agents]:
-        try:
-            aspec = AgentSpecSpec.model_validate(body.get("spec") or {})
-        except ValidationError as exc:
-            rejected[f"AgentSpec {_key(body)}"] = _first_error(exc)
-            continue
-        registry.upsert_agent(AgentObject(meta=meta_from_body(body), spec=aspec))
+    by_kind = (
+        ("ResourceType", observed.types),
+        ("Resource", observed.resources),
+        ("Tool", observed.tools),
+        ("AgentSpec", [observed.agent, *observed.agents]),
+    )
+    for kind, bodies in by_kind:
+        for body in bodies:
+            try:
+                obj = parse_object(kind, body)
+            except ValidationError as exc:
+                rejected[f"{kind} {_key(body)}"] = _first_error(exc)
+                continue
+            registry.upsert(obj)
     return registry, rejected
 
 

@@ -464,3 +464,25 @@ def meta_from_body(body: dict[str, Any]) -> ObjectMeta:
         generation=int(md.get("generation") or 0),
         creation_timestamp=str(md.get("creationTimestamp") or ""),
     )
+
+
+RegisteredObject = ResourceTypeObject | ResourceObject | ToolObject | AgentObject
+
+
+def parse_object(kind: str, body: dict[str, Any]) -> RegisteredObject:
+    """An API body of one of the four kinds (``ResourceType``, ``Resource``, ``Tool``,
+    ``AgentSpec``) as the domain object the registry holds. Raises pydantic's ValidationError
+    for a spec the models refuse: the controller and ``bindery why`` parse with this one
+    function, so they can never disagree about what is valid."""
+    meta = meta_from_body(body)
+    spec = body.get("spec") or {}
+    match kind:
+        case "ResourceType":
+            return ResourceTypeObject(meta=meta, spec=ResourceTypeSpec.model_validate(spec))
+        case "Resource":
+            return ResourceObject(meta=meta, spec=ResourceSpec.model_validate(spec))
+        case "Tool":
+            return ToolObject(meta=meta, spec=ToolSpec.model_validate(spec))
+        case "AgentSpec":
+            return AgentObject(meta=meta, spec=AgentSpecSpec.model_validate(spec))
+    raise ValueError(f"{kind!r} is not one of Bindery's kinds")

@@ -30,6 +30,7 @@ from typing import Any
 from controller.domain.label_selectors import LabelIndex, SelectorIndex
 from controller.domain.models import (
     AgentObject,
+    RegisteredObject,
     ResourceObject,
     ResourceTypeObject,
     ResourceTypeSpec,
@@ -262,6 +263,19 @@ class Registry:
         )
 
     # -- ResourceTypes -------------------------------------------------------------------------
+
+    def upsert(self, obj: RegisteredObject) -> Affected:
+        """Add or replace an object of any of the four kinds."""
+        match obj:
+            case ResourceTypeObject():
+                return self.upsert_type(obj)
+            case ResourceObject():
+                return self.upsert_resource(obj)
+            case ToolObject():
+                return self.upsert_tool(obj)
+            case AgentObject():
+                return self.upsert_agent(obj)
+        raise TypeError(f"not a registered kind: {type(obj).__name__}")
 
     def upsert_type(self, obj: ResourceTypeObject) -> Affected:
         old = self._types.get(obj.meta.name)

@@ -17,17 +17,7 @@ import structlog
 from pydantic import ValidationError
 
 from controller import metrics
-from controller.domain.models import (
-    AgentObject,
-    AgentSpecSpec,
-    ResourceObject,
-    ResourceSpec,
-    ResourceTypeObject,
-    ResourceTypeSpec,
-    ToolObject,
-    ToolSpec,
-    meta_from_body,
-)
+from controller.domain.models import AgentObject, parse_object
 from controller.domain.refs import Kind, Ref, Request
 from controller.domain.registry import Affected, Registry
 from controller.domain.work import Hold
@@ -126,31 +116,15 @@ class Intake:
 
     def _learn(self, kind: Kind, ref: Ref, body: Body) -> Affected:
         """Parse a body into the registry; a spec the models reject is recorded, not raised."""
-        meta = meta_from_body(body)
-        spec = body.get("spec") or {}
         try:
-            match kind:
-                case Kind.TYPE:
-                    type_spec = ResourceTypeSpec.model_validate(spec)
-                    affected = self.registry.upsert_type(
-                        ResourceTypeObject(meta=meta, spec=type_spec)
-                    )
-                case Kind.RESOURCE:
-                    res_spec = ResourceSpec.model_validate(spec)
-                    affected = self.registry.upsert_resource(
-                        ResourceObject(meta=meta, spec=res_spec)
-                    )
-                case Kind.TOOL:
-                    tool_spec = ToolSpec.model_validate(spec)
-                    affected = self.registry.upsert_tool(ToolObject(meta=meta, spec=tool_spec))
-                case Kind.AGENT:
-                    agent = AgentObject(meta=meta, spec=AgentSpecSpec.model_validate(spec))
-                    affected = self.registry.upsert_agent(agent)
-                    affected |= self._file_work(ref, agent)
+            obj = parse_object(kind.kind_name, body)
         except ValidationError as exc:
             self.parse_errors[Request(kind, ref)] = parse_error(exc)
             return self._forget(kind, ref)
         self.parse_errors.pop(Request(kind, ref), None)
+        affected = self.registry.upsert(obj)
+        if isinstance(obj, AgentObject):
+            affected |= self._file_work(ref, obj)
         return affected
 
     def _forget(self, kind: Kind, ref: Ref) -> Affected:

@@ -8,7 +8,7 @@ own object.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from controller import metrics
@@ -79,73 +79,55 @@ class Writer:
         self._sink(endpoint, written, False, by)
         return written, True
 
-    def _gone(self, by: Request, endpoint: Endpoint, current: Body) -> None:
-        """The API server says ``current`` no longer exists: take it out of the view now, so a
-        deletion whose watch event was lost cannot leave a ghost that passes keep acting on."""
-        self._sink(endpoint, current, True, by)
+    async def _update(
+        self, by: Request, endpoint: Endpoint, current: Body, send: Awaitable[Body]
+    ) -> Body | None:
+        """Send one update of ``current``, count it and write it through.
+
+        None when the API server says the object is gone: it then leaves the view at once, so a
+        deletion whose watch event was lost cannot leave a ghost that passes keep acting on.
+        """
+        try:
+            written = await send
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+            self._sink(endpoint, current, True, by)
+            return None
+        self._count(endpoint, "patch")
+        self._sink(endpoint, written, False, by)
+        return written
 
     async def patch_at(
         self, by: Request, endpoint: Endpoint, current: Body, patch: Body
     ) -> Body | None:
-        """Merge-patch ``current``, refused (409) unless it is still at its resourceVersion.
-
-        None when the object is gone (it is then removed from the view).
-        """
+        """Merge-patch ``current``, refused (409) unless it is still at its resourceVersion;
+        None when it is gone."""
         md = current["metadata"]
         guard = {**(patch.get("metadata") or {}), "resourceVersion": md["resourceVersion"]}
-        guarded = {**patch, "metadata": guard}
-        try:
-            written = await self.api.merge_patch(
-                endpoint, md.get("namespace", ""), md["name"], guarded
-            )
-        except ApiError as exc:
-            if not exc.not_found:
-                raise
-            self._gone(by, endpoint, current)
-            return None
-        self._count(endpoint, "patch")
-        self._sink(endpoint, written, False, by)
-        return written
+        send = self.api.merge_patch(
+            endpoint, md.get("namespace", ""), md["name"], {**patch, "metadata": guard}
+        )
+        return await self._update(by, endpoint, current, send)
 
     async def json_patch_at(
         self, by: Request, endpoint: Endpoint, current: Body, ops: list[Body]
     ) -> Body | None:
-        """JSON-patch ``current``, refused (422) unless it is still at its resourceVersion.
-
-        None when the object is gone (it is then removed from the view).
-        """
+        """JSON-patch ``current``, refused (422) unless it is still at its resourceVersion;
+        None when it is gone."""
         md = current["metadata"]
-        try:
-            written = await self.api.json_patch_at(
-                endpoint, md.get("namespace", ""), md["name"], md["resourceVersion"], ops
-            )
-        except ApiError as exc:
-            if not exc.not_found:
-                raise
-            self._gone(by, endpoint, current)
-            return None
-        self._count(endpoint, "patch")
-        self._sink(endpoint, written, False, by)
-        return written
+        send = self.api.json_patch_at(
+            endpoint, md.get("namespace", ""), md["name"], md["resourceVersion"], ops
+        )
+        return await self._update(by, endpoint, current, send)
 
     async def replace_status(
         self, by: Request, endpoint: Endpoint, current: Body, status: Body
     ) -> Body | None:
-        """Write the whole ``status`` of ``current``; None when the object is gone (it is then
-        removed from the view)."""
+        """Write the whole ``status`` of ``current``; None when it is gone."""
         md = current["metadata"]
-        try:
-            written = await self.api.replace_status(
-                endpoint, md.get("namespace", ""), md["name"], status
-            )
-        except ApiError as exc:
-            if not exc.not_found:
-                raise
-            self._gone(by, endpoint, current)
-            return None
-        self._count(endpoint, "patch")
-        self._sink(endpoint, written, False, by)
-        return written
+        send = self.api.replace_status(endpoint, md.get("namespace", ""), md["name"], status)
+        return await self._update(by, endpoint, current, send)
 
     async def delete_at(self, by: Request, endpoint: Endpoint, current: Body) -> bool:
         """Delete exactly the incarnation and version of ``current``.
@@ -176,7 +158,7 @@ class Writer:
         md = current["metadata"]
         found = await self.api.get(endpoint, md.get("namespace", ""), md["name"])
         if found is None or (found.get("metadata") or {}).get("uid") != md.get("uid"):
-            self._gone(by, endpoint, current)
+            self._sink(endpoint, current, True, by)
             return False
         self._sink(endpoint, found, False, by)
         return True
