@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import quote
 
+import urllib3
 from kubernetes import client, config
 from kubernetes.client import rest
 
@@ -164,7 +165,18 @@ class KubeApi:
             header_params=headers,
             auth_settings=["BearerToken"],
         )
-        response = self._client.call_api(method, url, headers, body, post_params, (5, 30))
+        try:
+            response = self._client.call_api(method, url, headers, body, post_params, (5, 30))
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise ApiError(
+                0,
+                method,
+                path,
+                {
+                    "reason": "Unreachable",
+                    "message": f"no answer from the API server ({exc}); retried with backoff",
+                },
+            ) from exc
         raw = response.read()
         data = json.loads(raw) if raw else {}
         if not 200 <= response.status < 300:

@@ -74,6 +74,24 @@ def owned_by(body: dict[str, Any], agent: AgentObject) -> bool:
     )
 
 
+def adoptable(body: dict[str, Any], agent: AgentObject) -> bool:
+    """An orphan of ``agent``'s: Bindery's label for an agent of this name and no controlling
+    owner (left by an earlier agent deleted with ``propagationPolicy: Orphan``). Like the
+    ReplicaSet controller with orphaned pods, Bindery adopts it."""
+    labels = (body.get("metadata") or {}).get("labels") or {}
+    return (
+        labels.get(MANAGED_BY) == MANAGER
+        and labels.get(AGENT_LABEL) == agent.meta.name
+        and owner_of(body) is None
+    )
+
+
+def adoption(body: dict[str, Any], agent: AgentObject) -> dict[str, Any]:
+    """The merge patch that makes ``agent`` the controlling owner of an orphan of its."""
+    refs = list((body.get("metadata") or {}).get("ownerReferences") or [])
+    return {"metadata": {"ownerReferences": [*refs, owner_reference(agent)]}}
+
+
 def bindings_config_map_name(agent_name: str) -> str:
     return f"{agent_name}-bindings"
 

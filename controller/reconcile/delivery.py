@@ -9,7 +9,7 @@ from controller.domain.models import AgentObject
 from controller.domain.refs import Request
 from controller.k8s import api, builders
 from controller.reconcile.store import Store
-from controller.reconcile.writer import ForeignObjectError, Writer
+from controller.reconcile.writer import Writer
 
 
 class BindingsDelivery:
@@ -32,8 +32,7 @@ class BindingsDelivery:
             current, created = await self.writer.create(by, api.CONFIG_MAPS, desired)
             if created:
                 return True
-        if not builders.owned_by(current, agent):
-            raise ForeignObjectError("ConfigMap", current, agent.meta.name)
+        current = await self.writer.own(by, api.CONFIG_MAPS, current, agent, "ConfigMap")
         if _document(current) == rendered:
             return False
         await self._write(by, current, rendered)

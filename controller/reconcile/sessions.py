@@ -16,7 +16,7 @@ from controller.domain.session_health import SessionHealth, session_health
 from controller.k8s import api, builders
 from controller.k8s.api import ApiError
 from controller.reconcile.store import Store, resource_version
-from controller.reconcile.writer import ForeignObjectError, StaleWriteError, Writer
+from controller.reconcile.writer import StaleWriteError, Writer
 
 log = structlog.get_logger("bindery.sessions")
 
@@ -60,8 +60,8 @@ class Sessions:
         ns, name = agent.meta.namespace, builders.session_name(agent.meta.name)
         current = self.store.get(api.STATEFUL_SETS, f"{ns}/{name}")
         runtime = agent.spec.runtime
-        if current is not None and not builders.owned_by(current, agent):
-            raise ForeignObjectError("StatefulSet", current, agent.meta.name)
+        if current is not None:
+            current = await self.writer.own(by, api.STATEFUL_SETS, current, agent, "StatefulSet")
         if runtime is None:
             if current is not None:
                 await self.writer.delete_at(by, api.STATEFUL_SETS, current)
@@ -89,8 +89,7 @@ class Sessions:
         )
         if current is None:
             found, created = await self.writer.create(by, api.STATEFUL_SETS, desired)
-            if not builders.owned_by(found, agent):
-                raise ForeignObjectError("StatefulSet", found, agent.meta.name)
+            await self.writer.own(by, api.STATEFUL_SETS, found, agent, "StatefulSet")
             if not created:  # made meanwhile: the next pass decides from what is there
                 raise ApiError(409, "POST", api.STATEFUL_SETS.path(ns), {"reason": "AlreadyExists"})
         else:

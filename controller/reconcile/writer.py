@@ -12,7 +12,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from controller import metrics
+from controller.domain.models import AgentObject
 from controller.domain.refs import Request
+from controller.k8s import builders
 from controller.k8s.api import ApiError, Endpoint, KubeApi
 
 Body = dict[str, Any]
@@ -152,6 +154,20 @@ class Writer:
             self._count(endpoint, "delete")
         self._sink(endpoint, current, True, by)
         return deleted
+
+    async def own(
+        self, by: Request, endpoint: Endpoint, current: Body, agent: AgentObject, what: str
+    ) -> Body:
+        """``current`` as ``agent``'s own object: as it is, adopted if it is an orphan of the
+        agent's, or ForeignObjectError (it is never written)."""
+        if builders.owned_by(current, agent):
+            return current
+        if not builders.adoptable(current, agent):
+            raise ForeignObjectError(what, current, agent.meta.name)
+        adopted = await self.patch_at(by, endpoint, current, builders.adoption(current, agent))
+        if adopted is None:
+            raise ForeignObjectError(what, current, agent.meta.name)
+        return adopted
 
     async def confirm(self, by: Request, endpoint: Endpoint, current: Body) -> bool:
         """Whether ``current`` (that incarnation) still exists; if not, it leaves the view."""

@@ -24,6 +24,7 @@ from controller.k8s import api
 from controller.k8s.api import ApiError, Endpoint
 from controller.reconcile import Controller
 from controller.reconcile.resync import missed, vanished
+from controller.reconcile.writer import ForeignObjectError
 
 NS = "team"
 Body = dict[str, Any]
@@ -478,3 +479,47 @@ async def test_the_state_gauges_carry_the_namespace() -> None:
     assert idle_here() == before + 1
     c.observe(api.AGENTS, fake.objects[("agentspecs", NS, "a")], deleted=True)
     assert idle_here() == before
+
+
+async def test_an_orphan_left_by_an_earlier_agent_of_the_same_name_is_adopted() -> None:
+    """`kubectl delete --cascade=orphan` keeps the bindings ConfigMap without an owner; an
+    agent created again under that name adopts it (as a ReplicaSet adopts orphaned pods)."""
+    c, fake = world(agent("a"))
+    orphan = fake.seed(
+        api.CONFIG_MAPS,
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": "a-bindings",
+                "namespace": NS,
+                "labels": {"app.kubernetes.io/managed-by": "bindery", "bindery.dev/agent": "a"},
+            },
+            "data": {"bindings.json": "{}"},
+        },
+    )
+    c.observe(api.CONFIG_MAPS, orphan)
+    c.queue.drain()
+    await run(c, "a")
+    adopted = fake.objects[("configmaps", NS, "a-bindings")]
+    (owner,) = adopted["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"], owner["uid"]) == ("AgentSpec", "a", "a-uid")
+    assert '"agent"' in adopted["data"]["bindings.json"]  # then delivered as usual
+    assert c.store.get(api.AGENTS, f"{NS}/a")["status"]["state"] == "Idle"  # type: ignore[index]
+
+
+async def test_an_object_that_is_not_bindery_s_is_never_written() -> None:
+    c, fake = world(agent("a"))
+    fake.seed(
+        api.CONFIG_MAPS,
+        {"metadata": {"name": "a-bindings", "namespace": NS}, "data": {"theirs": "1"}},
+    )
+    with pytest.raises(ForeignObjectError):
+        await c.process(Request.agent(f"{NS}/a"))
+    assert fake.objects[("configmaps", NS, "a-bindings")]["data"] == {"theirs": "1"}
+    ready = next(
+        x
+        for x in c.store.get(api.AGENTS, f"{NS}/a")["status"]["conditions"]  # type: ignore[index]
+        if x["type"] == "Ready"
+    )
+    assert ready["reason"] == "ForeignObject"
