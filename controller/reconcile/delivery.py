@@ -41,10 +41,17 @@ class BindingsDelivery:
     async def withdraw_work(
         self, by: Request, agent_namespace: str, agent_name: str, agent_uid: str
     ) -> None:
-        """Deliver the agent's last document without its work URI (before its hold goes)."""
+        """Deliver the agent's last document without its work URI (before its hold goes).
+
+        That is the agent's ConfigMap even once the garbage collector has orphaned it (an agent
+        deleted with ``propagationPolicy: Orphan`` loses its owner reference before its
+        finalizer runs): only a ConfigMap another owner controls is left alone.
+        """
         current = self.delivered(agent_namespace, agent_name)
-        owner = builders.owner_of(current) if current is not None else None
-        if current is None or owner is None or owner[2] != agent_uid:
+        if current is None:
+            return
+        owner = builders.owner_of(current)
+        if owner is not None and owner[2] != agent_uid:
             return
         data = _document(current)
         if delivery.delivered_work_uris(data):

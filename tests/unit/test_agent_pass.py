@@ -523,3 +523,22 @@ async def test_an_object_that_is_not_bindery_s_is_never_written() -> None:
         if x["type"] == "Ready"
     )
     assert ready["reason"] == "ForeignObject"
+
+
+async def test_a_holder_deleted_with_orphan_propagation_still_withdraws_before_releasing() -> None:
+    """Orphan deletion removes the ConfigMap's owner reference before the holder's finalizer
+    runs: the URI must still leave that document before the hold goes."""
+    c, fake = world(agent("a", X), agent("b", X))
+    await run(c, "a", "b")
+    cm = fake.objects[("configmaps", NS, "a-bindings")]
+    cm["metadata"].pop("ownerReferences")  # the garbage collector orphans it ...
+    cm["metadata"]["resourceVersion"] = str(next(fake._rv))
+    c.observe(api.CONFIG_MAPS, copy.deepcopy(cm))
+    holder = fake.objects[("agentspecs", NS, "a")]  # ... and the holder is being deleted
+    holder["metadata"]["deletionTimestamp"] = "2026-12-01T00:00:00Z"
+    holder["metadata"]["resourceVersion"] = str(next(fake._rv))
+    c.observe(api.AGENTS, copy.deepcopy(holder))
+    fake.writes.clear()
+    await run(c, "a")
+    assert fake.writes[:2] == [("patch", "configmaps", "a-bindings"), ("delete", "leases", LEASE)]
+    assert X not in fake.objects[("configmaps", NS, "a-bindings")]["data"]["bindings.json"]
