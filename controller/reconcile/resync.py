@@ -88,6 +88,7 @@ class Sweeper:
         self.period = period
         self.settle = settle
         self._soon: dict[api.Endpoint, asyncio.TimerHandle] = {}
+        self._last: dict[api.Endpoint, float] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._loop: asyncio.Task[None] | None = None
         self.max_reads = 500
@@ -107,13 +108,19 @@ class Sweeper:
         self._loop = None
 
     def relisted(self, endpoint: api.Endpoint) -> None:
-        """kopf is listing ``endpoint`` (start-up or a reconnect): sweep it once that settles."""
-        if endpoint in self._soon:
-            return
+        """kopf is listing ``endpoint`` (start-up or a reconnect): sweep it once the listing has
+        been quiet for ``settle`` seconds (one sweep per listing, however long it takes)."""
         loop = asyncio.get_running_loop()
-        self._soon[endpoint] = loop.call_later(self.settle, self._spawn, endpoint)
+        self._last[endpoint] = loop.time()
+        if endpoint not in self._soon:
+            self._soon[endpoint] = loop.call_later(self.settle, self._spawn, endpoint)
 
     def _spawn(self, endpoint: api.Endpoint) -> None:
+        loop = asyncio.get_running_loop()
+        quiet_at = self._last.get(endpoint, 0.0) + self.settle
+        if quiet_at > loop.time():  # still listing: wait for it to end
+            self._soon[endpoint] = loop.call_at(quiet_at, self._spawn, endpoint)
+            return
         self._soon.pop(endpoint, None)
         task = asyncio.get_running_loop().create_task(self._sweep_logged(endpoint))
         self._tasks.add(task)

@@ -542,3 +542,20 @@ async def test_a_holder_deleted_with_orphan_propagation_still_withdraws_before_r
     await run(c, "a")
     assert fake.writes[:2] == [("patch", "configmaps", "a-bindings"), ("delete", "leases", LEASE)]
     assert X not in fake.objects[("configmaps", NS, "a-bindings")]["data"]["bindings.json"]
+
+
+async def test_a_long_listing_is_swept_once_after_it_ends() -> None:
+    c, _ = world()
+    sweeps: list[Any] = []
+
+    async def sweep(endpoint: Any) -> int:
+        sweeps.append(endpoint)
+        return 0
+
+    c.sweeper.sweep = sweep  # type: ignore[method-assign]
+    c.sweeper.settle = 0.05
+    for _ in range(8):  # kopf's listing goes on for longer than `settle`
+        c.relisted(api.RESOURCES)
+        await asyncio.sleep(0.02)
+    await asyncio.sleep(0.15)
+    assert sweeps == [api.RESOURCES]
