@@ -417,6 +417,17 @@ class E2E:
         status = [len(json.dumps(b.get("status") or {})) for b in bodies]
         cms = self.env.kube.list_all(objs.path("configmaps", ns), CM_SELECTOR)
         docs = [len((c.get("data") or {}).get("bindings.json", "")) for c in cms]
+        self.report.data.setdefault("examples", {})[ns] = {
+            "status": bodies[0].get("status"),
+            "bindings_json": next(
+                (
+                    (c.get("data") or {}).get("bindings.json")
+                    for c in cms
+                    if c["metadata"]["name"] == f"{objs.agent_name(0)}-bindings"
+                ),
+                None,
+            ),
+        }
         return {
             "status": sum(status) / max(1, len(status)),
             "bindings_json": sum(docs) / max(1, len(docs)),

@@ -92,6 +92,7 @@ class Baseline:
         self.resources: dict[str, Body] = {}
         self.by_uri: dict[str, Body] = {}
         self.slots: dict[str, list[Body]] = {}
+        self.parents: dict[str, list[str]] = {}
         self.delivered: dict[str, str] = {}
         """ConfigMap name -> its bindings.json, as last written or listed (``--writes same``)."""
         self.queue = DedupQueue()
@@ -147,6 +148,8 @@ class Baseline:
                         "uid": r["metadata"]["uid"],
                     }
                 rows.append(row)
+        if self.config_maps:
+            self._fill(spec, rows, selected)
         now = _now()
         message = (
             f"{len(rows)} bound, 0 deferred, 0 unbound; delivered to ConfigMap "
@@ -175,29 +178,98 @@ class Baseline:
             ],
         }
 
+    def _ref(self, r: Body, alias: str = "") -> Body:
+        out = {
+            "uri": r["spec"]["uri"],
+            "type": r["spec"]["type"],
+            "name": r["metadata"]["name"],
+            "namespace": self.ns,
+            "uid": r["metadata"]["uid"],
+        }
+        if alias or r["spec"].get("alias"):
+            out["alias"] = alias or r["spec"]["alias"]
+        return out
+
+    def _fits(self, rtype: str, wanted: str) -> bool:
+        seen: set[str] = set()
+        todo = [rtype]
+        while todo:
+            t = todo.pop()
+            if t == wanted:
+                return True
+            if t not in seen:
+                seen.add(t)
+                todo += self.parents.get(t, [])
+        return False
+
+    def _fill(self, spec: Body, rows: list[Body], selected: list[Body]) -> None:
+        """``--writes same``: the rows carry what the controller's do (each bound Resource, each
+        slot's candidates), found by a plain first fit: the bytes of the controller's writes,
+        without its resolution."""
+        linked: list[tuple[str, Body]] = []
+        for row in rows:
+            if row["mode"] != "direct":
+                continue
+            r = self.by_uri.get(row["uri"])
+            if r is None:
+                row["resource"] = {"alias": row["name"], "type": row["tag"], "uri": row["uri"]}
+            else:
+                row["resource"] = self._ref(r, row["name"])
+                linked.append((row["name"], r))
+        linked += [(r["spec"].get("alias", ""), r) for r in selected]
+        params = {u["name"]: u.get("params") or {} for u in spec.get("tools") or []}
+        for row in rows:
+            if row["mode"] == "direct":
+                continue
+            slot = next(
+                (x for x in self.slots.get(row["tool"], []) if x["name"] == row["slot"]), {}
+            )
+            alias, found, reason = "", None, ""
+            if row["mode"] == "static":
+                name = slot.get("staticResource", "")
+                found = self.resources.get(name)
+                reason = f"selected: named by its staticResource '{name}'"
+            elif row["mode"] == "parameter":
+                value = params.get(row["tool"], {}).get(row["slot"], "")
+                found = self.resources.get(value)
+                reason = f"selected: named by its parameter value '{value}' (by name)"
+            else:
+                fit = [
+                    (a, r) for a, r in linked if self._fits(r["spec"]["type"], slot["resourceType"])
+                ]
+                if fit:
+                    alias, found = fit[0]
+                    reason = "selected: the only compatible linked resource"
+            if found is None:
+                continue
+            row["resource"] = self._ref(found, alias)
+            candidate = {
+                "reason": reason,
+                "type": found["spec"]["type"],
+                "uri": found["spec"]["uri"],
+            }
+            if alias:
+                candidate["alias"] = alias
+            row["candidates"] = [candidate]
+
     def document(self, agent: Body, status: Body) -> str:
         """The bindings.json the controller would deliver for these rows (same layout)."""
 
-        def bound(uri: str) -> Body | None:
-            r = self.by_uri.get(uri)
-            if r is None:
+        def bound(row: Body) -> Body | None:
+            ref = row.get("resource")
+            if ref is None:
                 return None
-            return {
-                "uri": uri,
-                "type": r["spec"]["type"],
-                "alias": r["spec"].get("alias", ""),
-                "name": r["metadata"]["name"],
-                "namespace": self.ns,
-                "uid": r["metadata"]["uid"],
-                "attributes": r["spec"].get("attributes") or {},
-            }
+            r = self.by_uri.get(ref["uri"])
+            if r is None or "uid" not in ref:
+                return dict(ref)
+            return {**ref, "attributes": r["spec"].get("attributes") or {}}
 
         resources: list[Body] = []
         tools: dict[str, list[Body]] = {}
         for row in status["bindings"]:
             if row["mode"] == "direct":
                 entry = {k: row[k] for k in ("name", "tag", "uri", "state")}
-                if (res := bound(row["uri"])) is not None:
+                if (res := bound(row)) is not None:
                     entry["resource"] = res
                 resources.append(entry)
                 continue
@@ -208,8 +280,8 @@ class Baseline:
                 "resourceType": row["resourceType"],
                 "state": row["state"],
             }
-            if "resource" in row:
-                slot["resource"] = bound(row["resource"]["uri"]) or row["resource"]
+            if (res := bound(row)) is not None:
+                slot["resource"] = res
             tools.setdefault(row["tool"], []).append(slot)
         md = agent["metadata"]
         doc = {
@@ -377,6 +449,10 @@ class Baseline:
         self.resources = {r["metadata"]["name"]: r for r in resources}
         self.by_uri = {r["spec"]["uri"]: r for r in resources}
         if self.config_maps:
+            types = self.kube.request("GET", path("resourcetypes")).get("items") or []
+            self.parents = {
+                t["metadata"]["name"]: (t.get("spec") or {}).get("parentTypes") or [] for t in types
+            }
             cms, _ = self._list("configmaps", f"{MANAGED_BY}=bindery")
             self.delivered = {
                 c["metadata"]["name"]: (c.get("data") or {}).get("bindings.json", "") for c in cms
