@@ -555,6 +555,10 @@ class E2E:
         env, r = self.env, self.report
         assert self.ctl is not None
         n_obj, samples = self.args.anchor_objects, self.args.anchor_samples
+        # Each change leaves work behind after its status (the Deployment's: pods, events,
+        # ReplicaSet status; the controller's: its watch echoes): the gap lets it finish, so that
+        # neither side's sample pays for the other's tail.
+        gap = self.args.anchor_gap
         deps = Watch(env.kube, deployments_path(self.anchor_ns)).start()
         env.watches.append(deps)
         agents = env.watch("agentspecs", self.ctl_ns)
@@ -575,12 +579,12 @@ class E2E:
                     functools.partial(self._change_binding, self.ctl_ns, i),
                 )
             )
-            time.sleep(self.rng.uniform(0, 0.02))
+            time.sleep(gap + self.rng.uniform(0, 0.02))
             name = anchor_name(k % n_obj)
             res["deployment"].append(
                 self._generation_sample(deps, name, functools.partial(self._change_template, name))
             )
-            time.sleep(self.rng.uniform(0, 0.02))
+            time.sleep(gap + self.rng.uniform(0, 0.02))
         time.sleep(1.0)
         writes = audit_writes(env.audit_log, mark)
         per = {
@@ -598,6 +602,7 @@ class E2E:
             "samples": {k: sorted(v) for k, v in res.items()},
             "objects": n_obj,
             "replicas": self.args.anchor_replicas,
+            "gap_s": gap,
             "writes": per,
         }
         a50, a99, d50, d99 = pct(a, 0.5), pct(a, 0.99), pct(d, 0.5), pct(d, 0.99)
@@ -615,7 +620,8 @@ class E2E:
             None,
             None,
             f"kube-controller-manager, {n_obj} Deployments of {self.args.anchor_replicas} "
-            f"replica(s), no nodes; {dw:.2f} writes in the namespace per change",
+            f"replica(s), no nodes; {dw:.2f} writes in the namespace per change; "
+            f"{gap:g} s between samples",
         )
         r.add(
             "2 anchor",
@@ -1215,6 +1221,12 @@ def parser() -> argparse.ArgumentParser:
         type=int,
         default=1,
         help="replicas of each anchor Deployment (no nodes: its pods stay Pending)",
+    )
+    p.add_argument(
+        "--anchor-gap",
+        type=float,
+        default=0.25,
+        help="seconds between anchor samples, for each change's trailing work to finish",
     )
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--timeout", type=float, default=600.0, help="for any one wait")
