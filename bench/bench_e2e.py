@@ -415,10 +415,12 @@ class E2E:
         """Mean bytes of an agent's status and of its bindings.json: both sides' writes alike?"""
         bodies = [agents.get(objs.agent_name(i)) or {} for i in range(self.shape.agents)]
         status = [len(json.dumps(b.get("status") or {})) for b in bodies]
+        objects = [len(json.dumps(b)) for b in bodies]
         cms = self.env.kube.list_all(objs.path("configmaps", ns), CM_SELECTOR)
         docs = [len((c.get("data") or {}).get("bindings.json", "")) for c in cms]
+        cm_objects = [len(json.dumps(c)) for c in cms]
         self.report.data.setdefault("examples", {})[ns] = {
-            "status": bodies[0].get("status"),
+            "agent": bodies[0],
             "bindings_json": next(
                 (
                     (c.get("data") or {}).get("bindings.json")
@@ -432,6 +434,9 @@ class E2E:
             "status": sum(status) / max(1, len(status)),
             "bindings_json": sum(docs) / max(1, len(docs)),
             "config_maps": len(docs),
+            # what a write's response carries back (managedFields included)
+            "agent_object": sum(objects) / max(1, len(objects)),
+            "config_map_object": sum(cm_objects) / max(1, len(cm_objects)),
         }
 
     def _throughput_same(
