@@ -573,9 +573,12 @@ class E2E:
         wait_settled(self.ctl, 0)
         picks = self.rng.sample(range(self.shape.agents), min(n_obj, self.shape.agents))
         res: dict[str, list[float]] = {"agentspec": [], "deployment": []}
+        started: dict[str, list[float]] = {"agentspec": [], "deployment": []}
         mark = audit_mark(env.audit_log)
         log(f"anchor: {samples} samples each, {n_obj} objects each, interleaved")
+        t_start = time.monotonic()
         for k in range(samples):
+            started["agentspec"].append(time.monotonic() - t_start)
             i = picks[k % len(picks)]
             res["agentspec"].append(
                 self._generation_sample(
@@ -586,6 +589,7 @@ class E2E:
             )
             time.sleep(gap + self.rng.uniform(0, 0.02))
             name = anchor_name(k % n_obj)
+            started["deployment"].append(time.monotonic() - t_start)
             res["deployment"].append(
                 self._generation_sample(deps, name, functools.partial(self._change_template, name))
             )
@@ -605,6 +609,8 @@ class E2E:
         a, d = res["agentspec"], res["deployment"]
         r.data["anchor"] = {
             "samples": {k: sorted(v) for k, v in res.items()},
+            # in order: (seconds since the phase started, latency), to find what a slow one met
+            "timeline": {k: list(zip(started[k], v, strict=True)) for k, v in res.items()},
             "objects": n_obj,
             "replicas": self.args.anchor_replicas,
             "gap_s": gap,
