@@ -1216,7 +1216,8 @@ def parser() -> argparse.ArgumentParser:
         "--fanout-samples",
         type=int,
         default=50,
-        help="Resource-change samples (each is 100 writes: 50 keeps a full run under 15 min)",
+        help="Resource-change samples per side, in the latency and fanout phases (each is "
+        "100 writes)",
     )
     p.add_argument(
         "--anchor-samples",
