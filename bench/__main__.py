@@ -5,8 +5,12 @@
 * bench/bench_e2e.py: the controller against a real local API server, as ratios to a baseline
   client (issue 10).
 
-    .venv/bin/python -m bench [--scale 1.0] [--idle-seconds 300] [--only resolve|e2e]
+    .venv/bin/python -m bench [--scale 1.0] [--idle-seconds 300] [--only resolve|e2e|PHASE]
                               [--json FILE] [e2e options, see python -m bench.bench_e2e -h]
+
+``--only`` is repeatable; a phase of bench_e2e (throughput, anchor, latency, fanout, writes,
+idle, scale) runs bench_e2e with only that phase (throughput always runs: it starts the
+controller), e.g. ``--only anchor --only fanout``.
 """
 
 from __future__ import annotations
@@ -64,18 +68,28 @@ def resolve_rows(scale: float) -> tuple[list[Row], list[str]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="run every benchmark and print one table")
     parser.add_argument("--scale", type=float, default=1.0, help="size factor for every benchmark")
-    parser.add_argument("--only", choices=["resolve", "e2e"], help="run one benchmark only")
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=["resolve", "e2e", *bench_e2e.PHASES],
+        help="run one benchmark, or only these phases of bench_e2e (repeatable)",
+    )
     parser.add_argument("--json", type=Path, help="write the rows (and e2e raw data) here")
     args, rest = parser.parse_known_args(argv)
+    only = set(args.only or ["resolve", "e2e"])
+    phases = sorted(only & set(bench_e2e.PHASES), key=bench_e2e.PHASES.index)
+    if phases:
+        only.add("e2e")
+        rest += [arg for phase in phases for arg in ("--only", phase)]
 
     rows: list[Row] = []
     notes: list[str] = []
     data: dict[str, object] = {}
-    if args.only in (None, "resolve"):
+    if "resolve" in only:
         print("running bench_resolve ...", file=sys.stderr, flush=True)
         got, notes = resolve_rows(args.scale)
         rows += got
-    if args.only in (None, "e2e"):
+    if "e2e" in only:
         print("running bench_e2e ...", file=sys.stderr, flush=True)
         report, info = bench_e2e.run(["--scale", str(args.scale), *rest])
         rows += report.rows

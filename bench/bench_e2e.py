@@ -16,6 +16,18 @@ transport and worker count) on the same objects:
 4. scale: RSS and start-up time (spawn -> every object indexed and reconciled, queue empty, CPU
    quiet, no writes) at 1,000 and 10,000 agents.
 
+Issue 18 adds, in the same run:
+
+* throughput against a second baseline making exactly the writes Bindery needs per new agent
+  (bindings ConfigMap + status: ``e2e_baseline --writes same``), and the controller's CPU per
+  new agent (psutil, spawn to last Ready, / agents);
+* the latency anchor (``--only anchor``): an AgentSpec binding change against a Deployment
+  template change handled by kube-controller-manager, interleaved (A, D, A, D ...), from the
+  spec PATCH to the first watch event whose ``status.observedGeneration`` reaches the new
+  generation;
+* fan-out (``--only fanout``): a Resource with 50 dependents, the controller interleaved with
+  the same-writes baseline's own 50-agent fan-out.
+
     .venv/bin/python -m bench.bench_e2e [--scale 1.0] [--idle-seconds 300] [--samples 200]
 
 See bench/README.md for what each figure means and bench/RESULTS.md for recorded runs.
@@ -53,12 +65,19 @@ from controller.cluster import LocalCluster, kubectl
 
 CONTROLLER_UA = "bindery-controller"
 BASELINE_UA = "bindery-baseline"
+SAME_WRITES_UA = "bindery-samewrites"
 CRD_DIR = Path(__file__).resolve().parent.parent / "crds"
 
 THROUGHPUT_TARGET = 1.5
 LATENCY_TARGET = 3.0
 STARTUP_TARGET_S = 60.0
 RSS_TARGET_MIB = 1024.0
+THROUGHPUT_SAME_TARGET = 1.3
+CPU_PER_AGENT_TARGET_MS = 5.0
+ANCHOR_TARGET = 1.0
+FANOUT_SAME_TARGET = 1.2
+PHASES = ["throughput", "anchor", "latency", "fanout", "writes", "idle", "scale"]
+CM_SELECTOR = "app.kubernetes.io/managed-by=bindery"
 
 
 @dataclass
@@ -192,8 +211,11 @@ class Env:
         self.procs.append(ctl)
         return ctl
 
-    def baseline(self, namespace: str) -> BaselineProc:
-        base = BaselineProc(self.kubeconfig, namespace, self.work / "logs" / "baseline.log")
+    def baseline(self, namespace: str, writes: str = "status") -> BaselineProc:
+        tag = "baseline" if writes == "status" else f"baseline-{writes}"
+        base = BaselineProc(
+            self.kubeconfig, namespace, self.work / "logs" / f"{tag}.log", writes=writes
+        )
         self.procs.append(base)
         return base
 
@@ -230,16 +252,21 @@ class E2E:
         self.big = objs.Shape(agents=self.shape.agents * 10, resources=self.shape.resources)
         self.ctl_ns = "bench-ctl"
         self.base_ns = "bench-base"
+        self.same_ns = "bench-same"
+        self.anchor_ns = "bench-anchor"
         self.report = Report()
         self.rng = random.Random(args.seed)
         self.ctl: ControllerProc | None = None
         self.base: BaselineProc | None = None
+        self.same: BaselineProc | None = None
         self.versions: dict[str, int] = {}
         self.alias_version = 0
+        self.anchor_rev = 0
+        self.written: dict[str, Any] = {}
         self.big_ns = "bench-big"
         self.big_prep: dict[str, Any] = {}
         self.big_thread: threading.Thread | None = None
-        self.phases: list[str] = args.only or ["throughput", "latency", "writes", "idle", "scale"]
+        self.phases: list[str] = ["throughput", *(args.only or PHASES)]
 
     # ------------------------------------------------------------------------ set-up
 
@@ -247,11 +274,29 @@ class E2E:
         env, shape = self.env, self.shape
         t = time.monotonic()
         env.install_crds()
-        env.create([objs.namespace(self.ctl_ns), objs.namespace(self.base_ns)])
+        namespaces = [self.ctl_ns, self.base_ns, self.same_ns]
+        if "anchor" in self.phases:
+            namespaces.append(self.anchor_ns)
+        env.create([objs.namespace(ns) for ns in namespaces])
         env.create(objs.resource_types())
-        env.create(objs.tools(self.ctl_ns) + objs.tools(self.base_ns))
+        env.create(objs.tools(self.ctl_ns) + objs.tools(self.base_ns) + objs.tools(self.same_ns))
         env.create(objs.resources(self.ctl_ns, shape))
         env.create([objs.team_issue(self.base_ns, k) for k in range(shape.teams)])
+        # The same-writes baseline delivers the registered Resources of the direct bindings in
+        # its ConfigMaps, as the controller does: it gets every Resource but the filler.
+        env.create(
+            [
+                res
+                for res in objs.resources(self.same_ns, shape)
+                if not res["metadata"]["name"].startswith("filler-")
+            ]
+        )
+        if "anchor" in self.phases:
+            n, replicas = self.args.anchor_objects, self.args.anchor_replicas
+            env.kube.create_many(
+                lambda body: deployments_path(self.anchor_ns),
+                [anchor_deployment(self.anchor_ns, k, replicas) for k in range(n)],
+            )
         log(
             f"registry created: {shape.resources} Resources, 10 Tools, 7 ResourceTypes "
             f"({time.monotonic() - t:.1f} s)"
@@ -264,8 +309,12 @@ class E2E:
         written = env.prefill(self.ctl_ns, cluster_scoped=True)
         log(f"registry statuses written {written} ({time.monotonic() - t:.1f} s)")
         t = time.monotonic()
-        env.create(objs.agents(self.ctl_ns, shape) + objs.agents(self.base_ns, shape))
-        log(f"{2 * shape.agents} AgentSpecs created ({time.monotonic() - t:.1f} s)")
+        env.create(
+            objs.agents(self.ctl_ns, shape)
+            + objs.agents(self.base_ns, shape)
+            + objs.agents(self.same_ns, shape)
+        )
+        log(f"{3 * shape.agents} AgentSpecs created ({time.monotonic() - t:.1f} s)")
 
     # ------------------------------------------------------------------------ 1. throughput
 
@@ -274,7 +323,13 @@ class E2E:
         r = self.report
         times: dict[str, dict[str, float]] = {}
         writes: dict[str, dict[str, int]] = {}
-        for who, ns in (("baseline", self.base_ns), ("controller", self.ctl_ns)):
+        sizes: dict[str, dict[str, float]] = {}
+        runs = (
+            ("baseline", self.base_ns),
+            ("same-writes", self.same_ns),
+            ("controller", self.ctl_ns),
+        )
+        for who, ns in runs:
             agents = env.watch("agentspecs", ns)
             first = agents.track(objs.ready_current, 1)
             done = agents.track(objs.ready_current, n)
@@ -283,6 +338,8 @@ class E2E:
             proc: Any
             if who == "baseline":
                 proc = self.base = env.baseline(ns).start()
+            elif who == "same-writes":
+                proc = self.same = env.baseline(ns, writes="same").start()
             else:
                 proc = self.ctl = env.controller(ns, "main").start()
             prof = self._profile(proc, f"throughput-{who}")
@@ -302,14 +359,15 @@ class E2E:
                 settled = wait_settled(proc, n)
                 times[who]["settled_s"] = settled.settled_s
             time.sleep(1.0)
-            ua = CONTROLLER_UA if who == "controller" else BASELINE_UA
+            ua = {"controller": CONTROLLER_UA, "baseline": BASELINE_UA}.get(who, SAME_WRITES_UA)
             writes[who] = summarize(by_agent(audit_writes(env.audit_log, mark), ua))
+            sizes[who] = self._sizes(agents, ns)
             env.unwatch(agents)
             times[who]["cpu"] = cpu  # type: ignore[assignment]
             log(f"throughput {who}: {times[who]} writes {writes[who]}")
         c, b = times["controller"]["total_s"], times["baseline"]["total_s"]
         ratio = c / b
-        r.data["throughput"] = {"times": times, "writes": writes, "agents": n}
+        r.data["throughput"] = {"times": times, "writes": writes, "agents": n, "bytes": sizes}
         r.add(
             "1 throughput",
             f"{n} agents to Ready: controller / baseline",
@@ -351,6 +409,89 @@ class E2E:
             None,
             f"{cw / n:.2f} vs {bw / n:.2f} per agent",
         )
+        self._throughput_same(times, writes, sizes, n)
+
+    def _sizes(self, agents: Watch, ns: str) -> dict[str, float]:
+        """Mean bytes of an agent's status and of its bindings.json: both sides' writes alike?"""
+        bodies = [agents.get(objs.agent_name(i)) or {} for i in range(self.shape.agents)]
+        status = [len(json.dumps(b.get("status") or {})) for b in bodies]
+        objects = [len(json.dumps(b)) for b in bodies]
+        cms = self.env.kube.list_all(objs.path("configmaps", ns), CM_SELECTOR)
+        docs = [len((c.get("data") or {}).get("bindings.json", "")) for c in cms]
+        cm_objects = [len(json.dumps(c)) for c in cms]
+        self.report.data.setdefault("examples", {})[ns] = {
+            "agent": bodies[0],
+            "bindings_json": next(
+                (
+                    (c.get("data") or {}).get("bindings.json")
+                    for c in cms
+                    if c["metadata"]["name"] == f"{objs.agent_name(0)}-bindings"
+                ),
+                None,
+            ),
+        }
+        return {
+            "status": sum(status) / max(1, len(status)),
+            "bindings_json": sum(docs) / max(1, len(docs)),
+            "config_maps": len(docs),
+            # what a write's response carries back (managedFields included)
+            "agent_object": sum(objects) / max(1, len(objects)),
+            "config_map_object": sum(cm_objects) / max(1, len(cm_objects)),
+        }
+
+    def _throughput_same(
+        self,
+        times: dict[str, dict[str, Any]],
+        writes: dict[str, dict[str, int]],
+        sizes: dict[str, dict[str, float]],
+        n: int,
+    ) -> None:
+        """Issue 18: the controller against the same writes, and its CPU per new agent."""
+        r = self.report
+        c, s = times["controller"]["total_s"], times["same-writes"]["total_s"]
+        ratio = c / s
+        sw = sum(writes["same-writes"].values())
+        cs, ss = sizes["controller"], sizes["same-writes"]
+        r.add(
+            "1 throughput",
+            f"{n} agents to Ready: controller / same-writes baseline",
+            f"{c:.2f} s / {s:.2f} s",
+            f"<= {THROUGHPUT_SAME_TARGET}x",
+            ratio / THROUGHPUT_SAME_TARGET,
+            ratio <= THROUGHPUT_SAME_TARGET,
+            f"ratio {ratio:.2f}x; baseline writes {sw / n:.2f} per agent; bytes per status "
+            f"{cs['status']:.0f} vs {ss['status']:.0f}, per bindings.json "
+            f"{cs['bindings_json']:.0f} vs {ss['bindings_json']:.0f}",
+        )
+        sd = times["same-writes"]["drain_s"]
+        cd = times["controller"]["drain_s"]
+        r.add(
+            "1 throughput",
+            "  of which first Ready -> last Ready (same-writes)",
+            f"{cd:.2f} s / {sd:.2f} s",
+            "",
+            None,
+            None,
+            f"ratio {cd / sd:.2f}x; spawn -> first Ready "
+            f"{times['controller']['first_ready_s']:.2f} s / "
+            f"{times['same-writes']['first_ready_s']:.2f} s",
+        )
+        cpu = {who: times[who]["cpu"] for who in times}
+        per = {who: cpu[who]["client"] / n * 1000 for who in cpu}
+        api = {who: cpu[who].get("kube-apiserver", float("nan")) for who in cpu}
+        r.data["throughput"]["cpu_ms_per_agent"] = per
+        r.add(
+            "1 throughput",
+            "controller CPU per new agent (spawn -> last Ready)",
+            f"{per['controller']:.1f} ms",
+            f"<= {CPU_PER_AGENT_TARGET_MS:g} ms",
+            per["controller"] / CPU_PER_AGENT_TARGET_MS,
+            per["controller"] <= CPU_PER_AGENT_TARGET_MS,
+            f"baselines: one-write {per['baseline']:.1f} ms, same-writes "
+            f"{per['same-writes']:.1f} ms; kube-apiserver CPU-s {api['controller']:.1f} "
+            f"(controller) / {api['same-writes']:.1f} (same-writes) / "
+            f"{api['baseline']:.1f} (one-write)",
+        )
 
     def _profile(self, proc: Any, tag: str) -> Any:
         if not self.args.profile:
@@ -368,7 +509,7 @@ class E2E:
         key = f"{ns}/{i}"
         v = self.versions[key] = self.versions.get(key, 0) + 1
         uri = objs.notes_uri(i, v)
-        self.env.kube.json_patch(
+        self.written = self.env.kube.json_patch(
             objs.path("agentspecs", ns, objs.agent_name(i)),
             [
                 {"op": "test", "path": "/spec/resources/2/name", "value": "notes"},
@@ -376,6 +517,132 @@ class E2E:
             ],
         )
         return uri
+
+    def _change_template(self, name: str) -> None:
+        self.anchor_rev += 1
+        self.written = self.env.kube.merge_patch(
+            f"{deployments_path(self.anchor_ns)}/{name}",
+            {
+                "spec": {
+                    "template": {
+                        "metadata": {"annotations": {ANCHOR_ANNOTATION: str(self.anchor_rev)}}
+                    }
+                }
+            },
+        )
+
+    def _generation_sample(self, w: Watch, name: str, change: Callable[[], Any]) -> float:
+        """Seconds from the spec PATCH to the first event of ``name`` whose
+        status.observedGeneration reaches the generation the PATCH made."""
+        body = w.get(name)
+        if body is None:
+            raise RuntimeError(f"{name} is not in the benchmark's watch of {w.path}")
+        gen = int(body["metadata"]["generation"]) + 1
+        tr = w.track(functools.partial(_observed_at_least, gen=gen), 1, [name])
+        t0 = time.monotonic()
+        try:
+            change()
+            got = int(self.written["metadata"]["generation"])
+            if got != gen:
+                raise RuntimeError(
+                    f"{w.path}/{name}: the spec PATCH made generation {got}, expected {gen} "
+                    "(the watch was behind, or something else changed the spec): rerun"
+                )
+            end = tr.wait(self.args.timeout)
+        finally:
+            w.untrack(tr)
+        return float(end - t0)
+
+    # ------------------------------------------------------------------------ 2. anchor
+
+    def anchor(self) -> None:
+        """AgentSpec binding change vs Deployment template change, interleaved (issue 18)."""
+        env, r = self.env, self.report
+        assert self.ctl is not None
+        n_obj, samples = self.args.anchor_objects, self.args.anchor_samples
+        # Each change leaves work behind after its status (the Deployment's: pods, events,
+        # ReplicaSet status; the controller's: its watch echoes): the gap lets it finish, so that
+        # neither side's sample pays for the other's tail.
+        gap = self.args.anchor_gap
+        deps = Watch(env.kube, deployments_path(self.anchor_ns)).start()
+        env.watches.append(deps)
+        agents = env.watch("agentspecs", self.ctl_ns)
+        current = deps.track(objs.current, n_obj)
+        current.wait(self.args.timeout)
+        deps.untrack(current)
+        wait_settled(self.ctl, 0)
+        picks = self.rng.sample(range(self.shape.agents), min(n_obj, self.shape.agents))
+        res: dict[str, list[float]] = {"agentspec": [], "deployment": []}
+        started: dict[str, list[float]] = {"agentspec": [], "deployment": []}
+        mark = audit_mark(env.audit_log)
+        log(f"anchor: {samples} samples each, {n_obj} objects each, interleaved")
+        t_start = time.monotonic()
+        for k in range(samples):
+            started["agentspec"].append(time.monotonic() - t_start)
+            i = picks[k % len(picks)]
+            res["agentspec"].append(
+                self._generation_sample(
+                    agents,
+                    objs.agent_name(i),
+                    functools.partial(self._change_binding, self.ctl_ns, i),
+                )
+            )
+            time.sleep(gap + self.rng.uniform(0, 0.02))
+            name = anchor_name(k % n_obj)
+            started["deployment"].append(time.monotonic() - t_start)
+            res["deployment"].append(
+                self._generation_sample(deps, name, functools.partial(self._change_template, name))
+            )
+            time.sleep(gap + self.rng.uniform(0, 0.02))
+        time.sleep(1.0)
+        writes = audit_writes(env.audit_log, mark)
+        per = {
+            "controller": summarize(by_agent(writes, CONTROLLER_UA)),
+            "kube-controller-manager": summarize(
+                w
+                for w in writes
+                if w.namespace == self.anchor_ns and "controller-manager" in w.user_agent
+            ),
+        }
+        env.unwatch(agents)
+        env.unwatch(deps)
+        a, d = res["agentspec"], res["deployment"]
+        r.data["anchor"] = {
+            "samples": {k: sorted(v) for k, v in res.items()},
+            # in order: (seconds since the phase started, latency), to find what a slow one met
+            "timeline": {k: list(zip(started[k], v, strict=True)) for k, v in res.items()},
+            "objects": n_obj,
+            "replicas": self.args.anchor_replicas,
+            "gap_s": gap,
+            "writes": per,
+        }
+        a50, a99, d50, d99 = pct(a, 0.5), pct(a, 0.99), pct(d, 0.5), pct(d, 0.99)
+        r50, r99 = a50 / d50, a99 / d99
+        log(
+            f"anchor: AgentSpec p50 {a50 * 1000:.0f} p99 {a99 * 1000:.0f} ms; Deployment "
+            f"p50 {d50 * 1000:.0f} p99 {d99 * 1000:.0f} ms; writes {per}"
+        )
+        dw = sum(per["kube-controller-manager"].values()) / max(1, len(d))
+        r.add(
+            "2 anchor",
+            f"Deployment template change -> observedGeneration ({len(d)})",
+            f"p50 {d50 * 1000:.0f} ms, p99 {d99 * 1000:.0f} ms",
+            "",
+            None,
+            None,
+            f"kube-controller-manager, {n_obj} Deployments of {self.args.anchor_replicas} "
+            f"replica(s), no nodes; {dw:.2f} writes in the namespace per change; "
+            f"{gap:g} s between samples",
+        )
+        r.add(
+            "2 anchor",
+            f"AgentSpec binding change -> observedGeneration ({len(a)})",
+            f"p50 {a50 * 1000:.0f} ms, p99 {a99 * 1000:.0f} ms",
+            "p50 and p99 <= Deployment's",
+            max(r50, r99) / ANCHOR_TARGET,
+            max(r50, r99) <= ANCHOR_TARGET,
+            f"p50 ratio {r50:.2f}x, p99 ratio {r99:.2f}x; interleaved with the Deployments",
+        )
 
     def _change_alias(self, ns: str, team: int) -> str:
         self.alias_version += 1
@@ -453,27 +720,7 @@ class E2E:
                 alias = f"issue-v{self.alias_version + 1}"
                 uri = objs.team_issue_uri(team)
 
-                def arm_fanout(
-                    deps: list[str] = deps,
-                    alias: str = alias,
-                    uri: str = uri,
-                    agents: Watch = agents,
-                    cms: Any = cms,
-                ) -> list[Any]:
-                    out = [
-                        (
-                            agents,
-                            agents.track(
-                                lambda b: objs.status_has_alias(b, uri, alias), len(deps), deps
-                            ),
-                        )
-                    ]
-                    if cms is not None:
-                        names = [f"{d}-bindings" for d in deps]
-                        pred = _cm_contains(f'"alias": {json.dumps(alias)}')
-                        out.append((cms, cms.track(pred, len(deps), names)))
-                    return out
-
+                arm_fanout = functools.partial(_arm_fanout, deps, alias, uri, agents, cms)
                 res["fanout"].append(
                     self._sample(arm_fanout, functools.partial(self._change_alias, ns, team))
                 )
@@ -533,6 +780,75 @@ class E2E:
         writes = by_agent(audit_writes(self.env.audit_log, mark), ua)
         counts = summarize(writes)
         return {"changes": changes, "writes": counts, "total": sum(counts.values())}
+
+    def fanout(self) -> None:
+        """A Resource with 50 dependents: the controller interleaved with the same-writes
+        baseline's own fan-out (50 ConfigMap patches + 50 status patches), issue 18."""
+        env, shape, r = self.env, self.shape, self.report
+        assert self.ctl is not None
+        assert self.same is not None
+        sides = {
+            who: (
+                ns,
+                env.watch("agentspecs", ns),
+                env.watch("configmaps", ns, CM_SELECTOR),
+            )
+            for who, ns in (("controller", self.ctl_ns), ("same-writes", self.same_ns))
+        }
+        wait_settled(self.ctl, 0)
+        samples = self.args.fanout_samples
+        res: dict[str, list[float]] = {"controller": [], "same-writes": []}
+        mark = audit_mark(env.audit_log)
+        for _ in range(samples):
+            for who, (ns, agents, cms) in sides.items():
+                team = self.rng.randrange(shape.teams)
+                deps = [
+                    objs.agent_name(i)
+                    for i in range(shape.agents)
+                    if objs.team_of(i, shape) == team
+                ]
+                alias = f"issue-v{self.alias_version + 1}"
+                arm = functools.partial(
+                    _arm_fanout, deps, alias, objs.team_issue_uri(team), agents, cms
+                )
+                res[who].append(self._sample(arm, functools.partial(self._change_alias, ns, team)))
+                time.sleep(self.rng.uniform(0, 0.02))
+        time.sleep(1.0)
+        audit = {
+            "controller": self._audit_since(mark, CONTROLLER_UA, samples),
+            "same-writes": self._audit_since(mark, SAME_WRITES_UA, samples),
+        }
+        for _, agents, cms in sides.values():
+            env.unwatch(agents)
+            env.unwatch(cms)
+        r.data["fanout_same"] = {
+            "samples": {k: sorted(v) for k, v in res.items()},
+            "writes": audit,
+        }
+        c, b = res["controller"], res["same-writes"]
+        c99, b99 = pct(c, 0.99), pct(b, 0.99)
+        ratio = c99 / b99
+        cw, bw = (audit[k]["total"] / max(1, samples) for k in ("controller", "same-writes"))
+        log(f"fan-out: controller p99 {c99 * 1000:.0f} ms, same-writes p99 {b99 * 1000:.0f} ms")
+        r.add(
+            "2 fan-out",
+            f"Resource with {objs.TEAM_SIZE} dependents, interleaved: controller ({len(c)})",
+            f"p50 {pct(c, 0.5) * 1000:.0f} ms, p99 {c99 * 1000:.0f} ms",
+            f"p99 <= {FANOUT_SAME_TARGET}x same-writes",
+            ratio / FANOUT_SAME_TARGET,
+            ratio <= FANOUT_SAME_TARGET,
+            f"p99 ratio {ratio:.2f}x, p50 ratio {pct(c, 0.5) / pct(b, 0.5):.2f}x; "
+            f"{cw:.2f} writes per change",
+        )
+        r.add(
+            "2 fan-out",
+            f"  same-writes baseline: {objs.TEAM_SIZE} ConfigMaps + statuses ({len(b)})",
+            f"p50 {pct(b, 0.5) * 1000:.0f} ms, p99 {b99 * 1000:.0f} ms",
+            "",
+            None,
+            None,
+            f"{bw:.2f} writes per change",
+        )
 
     # ------------------------------------------------------------------------ 3. writes
 
@@ -762,10 +1078,15 @@ class E2E:
         phases = self.phases
         self.setup()
         self.throughput()
+        if "anchor" in phases:
+            self.anchor()
         if "latency" in phases:
             self.latency()
-        if self.base is not None:
-            self.base.stop()
+        if "fanout" in phases:
+            self.fanout()
+        for base in (self.base, self.same):
+            if base is not None:
+                base.stop()
         if "writes" in phases:
             self.write_amplification()
         if "idle" in phases and self.args.idle_seconds > 0:
@@ -777,6 +1098,60 @@ class E2E:
 
 def _current_at(body: dict[str, Any], *, gen: int) -> bool:
     return objs.current(body) and body["metadata"]["generation"] == gen
+
+
+def _observed_at_least(body: dict[str, Any], *, gen: int) -> bool:
+    observed = (body.get("status") or {}).get("observedGeneration")
+    return isinstance(observed, int) and observed >= gen
+
+
+def _arm_fanout(
+    deps: list[str], alias: str, uri: str, agents: Watch, cms: Watch | None
+) -> list[Any]:
+    """Trackers for a fan-out sample: every dependent's status, and its ConfigMap if watched,
+    shows the Resource's new alias."""
+    out = [
+        (
+            agents,
+            agents.track(lambda b: objs.status_has_alias(b, uri, alias), len(deps), deps),
+        )
+    ]
+    if cms is not None:
+        names = [f"{d}-bindings" for d in deps]
+        pred = _cm_contains(f'"alias": {json.dumps(alias)}')
+        out.append((cms, cms.track(pred, len(deps), names)))
+    return out
+
+
+# ============================================================================ the anchor
+
+ANCHOR_ANNOTATION = "bench.bindery.dev/revision"
+
+
+def deployments_path(namespace: str) -> str:
+    return f"/apis/apps/v1/namespaces/{namespace}/deployments"
+
+
+def anchor_name(k: int) -> str:
+    return f"anchor-{k}"
+
+
+def anchor_deployment(namespace: str, k: int, replicas: int) -> dict[str, Any]:
+    """A Deployment for the latency anchor; its template changes by an annotation."""
+    labels = {"app": anchor_name(k)}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": anchor_name(k), "namespace": namespace},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels, "annotations": {ANCHOR_ANNOTATION: "0"}},
+                "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]},
+            },
+        },
+    }
 
 
 def _cm_contains(needle: str) -> Callable[[dict[str, Any]], bool]:
@@ -841,15 +1216,37 @@ def parser() -> argparse.ArgumentParser:
         "--fanout-samples",
         type=int,
         default=50,
-        help="Resource-change samples (each is 100 writes: 50 keeps a full run under 15 min)",
+        help="Resource-change samples per side, in the latency and fanout phases (each is "
+        "100 writes)",
+    )
+    p.add_argument(
+        "--anchor-samples",
+        type=int,
+        default=200,
+        help="latency anchor samples per kind (AgentSpec, Deployment), interleaved",
+    )
+    p.add_argument(
+        "--anchor-objects", type=int, default=50, help="AgentSpecs and Deployments changed in turn"
+    )
+    p.add_argument(
+        "--anchor-replicas",
+        type=int,
+        default=1,
+        help="replicas of each anchor Deployment (no nodes: its pods stay Pending)",
+    )
+    p.add_argument(
+        "--anchor-gap",
+        type=float,
+        default=0.25,
+        help="seconds between anchor samples, for each change's trailing work to finish",
     )
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--timeout", type=float, default=600.0, help="for any one wait")
     p.add_argument(
         "--only",
         action="append",
-        choices=["latency", "writes", "idle", "scale"],
-        help="run throughput plus only these phases (repeatable)",
+        choices=PHASES,
+        help="run throughput plus only these phases (repeatable; 'throughput' alone: only it)",
     )
     p.add_argument(
         "--profile",

@@ -184,7 +184,18 @@ class ControllerProc(Proc):
 class BaselineProc(Proc):
     name = "baseline client"
 
-    def __init__(self, kubeconfig: str, namespace: str, log_path: Path, workers: int = 8) -> None:
+    def __init__(
+        self,
+        kubeconfig: str,
+        namespace: str,
+        log_path: Path,
+        workers: int = 8,
+        writes: str = "status",
+    ) -> None:
+        """``writes``: "status" (one status patch per agent) or "same" (the bindings ConfigMap
+        and the status, the writes Bindery's design needs; see bench/e2e_baseline.py)."""
+        if writes == "same":
+            self.name = "same-writes baseline client"
         super().__init__(
             [
                 "-m",
@@ -195,6 +206,8 @@ class BaselineProc(Proc):
                 namespace,
                 "--workers",
                 str(workers),
+                "--writes",
+                writes,
             ],
             kubeconfig,
             log_path,

@@ -3,8 +3,11 @@
 ``Profiler(pid, out)`` attaches ``py-spy record --nonblocking --gil --format raw`` to a running
 process: only the thread holding the GIL is sampled (where the process spends its Python CPU),
 as collapsed stacks, one ``frame;frame;... count`` per line; ``summarize(path)`` prints where
-the samples fall: by thread role, the top functions by self time, and the top frames of this
-project (and of kopf, the Kubernetes client, pydantic...) by inclusive time.
+the samples fall: by thread role, the top functions by self time, the top frames of this
+project (and of kopf, the Kubernetes client, pydantic...) by inclusive time, and ``layers``:
+every sample given to one layer (kopf, HTTP client and threads, JSON, the controller's
+reconcile, intake and start-up, imports, the event loop) by the first frame from its leaf up
+that belongs to one, so that the shares add up to 100 %.
 
     .venv/bin/python -m bench.e2e_profile PROFILE.txt [--top 25]
 """
@@ -89,6 +92,80 @@ def load(path: Path) -> list[tuple[list[str], int]]:
     return stacks
 
 
+_LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("JSON", ("/json/",)),
+    ("kopf", ("/kopf/", "/aiohttp/", "/yarl/", "/multidict/")),
+    (
+        "HTTP client and threads",
+        (
+            "/kubernetes/",
+            "/urllib3/",
+            "/http/client",
+            "ssl.py",
+            "socket.py",
+            "concurrent/futures",
+            "threading.py",
+            "/queue.py",
+        ),
+    ),
+    ("controller", ("/controller/", "/pydantic", "/structlog/")),
+    ("event loop", ("/asyncio/", "selectors.py")),
+]
+_CONTROLLER_PARTS: list[tuple[str, tuple[str, ...]]] = [
+    ("start-up LIST", ("prime (",)),
+    ("reconcile", ("controller/reconcile/workers.py", "controller/reconcile/agent.py")),
+    ("intake", ("controller/reconcile/intake.py",)),
+]
+
+
+def _layer_of(frame: str) -> str | None:
+    m = _FRAME.match(frame)
+    file = "/" + (m.group("file") if m else frame)  # py-spy prints paths relative to sys.path
+    for name, markers in _LAYERS:
+        if any(k in file for k in markers):
+            return name
+    return None
+
+
+def layers(path: Path) -> list[tuple[str, float]]:
+    """Each sample's layer: imports if anything on its stack imports; else the layer of the
+    first frame from the leaf up that has one (the standard library takes its caller's); the
+    controller's samples split by where they were called from, JSON's by its caller."""
+    stacks = load(path)
+    total = sum(c for _, c in stacks) or 1
+    out: Counter[str] = Counter()
+    for frames, count in stacks:
+        if any("importlib._bootstrap" in f for f in frames):
+            out["imports (start-up)"] += count
+            continue
+        found = "other"
+        for depth in range(len(frames) - 1, -1, -1):
+            layer = _layer_of(frames[depth])
+            if layer is None:
+                continue
+            found = layer
+            if layer == "JSON":
+                way = "encode" if "encoder.py" in frames[-1] else "decode"
+                caller = next(
+                    (f for f in reversed(frames[:depth]) if _layer_of(f) not in (None, "JSON")),
+                    "?",
+                )
+                found = f"JSON {way}, called by {_short(caller)}"
+            elif layer == "controller":
+                part = next(
+                    (
+                        name
+                        for name, keys in _CONTROLLER_PARTS
+                        if any(k in f for f in frames for k in keys)
+                    ),
+                    "other",
+                )
+                found = f"controller: {part}"
+            break
+        out[found] += count
+    return [(name, count / total) for name, count in out.most_common()]
+
+
 def summarize(path: Path, top: int = 25) -> str:
     stacks = load(path)
     total = sum(c for _, c in stacks) or 1
@@ -120,6 +197,8 @@ def summarize(path: Path, top: int = 25) -> str:
         f"  {c / total:6.1%}  {f}"
         for f, c in [(f, c) for f, c in inclusive.most_common() if any(k in f for k in keep)][:top]
     ]
+    lines.append("by layer (each sample once, by the first frame from its leaf that has one):")
+    lines += [f"  {share:6.1%}  {name}" for name, share in layers(path)]
     return "\n".join(lines)
 
 
