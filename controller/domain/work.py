@@ -30,6 +30,9 @@ class Hold:
     name: str = ""
     resource_version: str = ""
     uid: str = ""
+    deleting: bool = False
+    """Someone asked the API server to delete it (a namespace going away, an administrator):
+    its holder withdraws the URI and lets it go."""
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ MANAGER = "bindery"
 AGENT_LABEL = "bindery.dev/agent"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 
+HOLD_FINALIZER = "bindery.dev/hold"
 URI_ANNOTATION = "bindery.dev/uri"
 HOLDER_UID_ANNOTATION = "bindery.dev/holder-uid"
 
@@ -121,8 +122,10 @@ def work_hold(agent: AgentObject, uri: str) -> dict[str, Any]:
     The name is derived from the URI, so two agents claiming the same URI race for one name and
     the API server lets exactly one create win.
 
-    It has no owner reference on purpose: the garbage collector would delete it as soon as its
-    holder is deleted (at once under foreground deletion), possibly before the holder's delivered
+    Its finalizer keeps it until its holder releases it: a namespace being deleted (or anyone
+    else deleting it) can only mark it, and the holder withdraws the URI from its bindings before
+    letting it go. It has no owner reference on purpose: the garbage collector would delete it
+    as soon as its holder is deleted (at once under foreground deletion), possibly before the holder's delivered
     bindings stop carrying the URI. The holder's finalizer releases it, after withdrawing it; a
     hold whose holder was removed without that is reclaimed by the next claimant.
     """
@@ -134,6 +137,7 @@ def work_hold(agent: AgentObject, uri: str) -> dict[str, Any]:
             "namespace": agent.meta.namespace,
             "labels": {MANAGED_BY: MANAGER, COMPONENT_LABEL: "work-hold"},
             "annotations": {URI_ANNOTATION: uri, HOLDER_UID_ANNOTATION: agent.meta.uid},
+            "finalizers": [HOLD_FINALIZER],
         },
         "spec": {"holderIdentity": agent.meta.key},
     }

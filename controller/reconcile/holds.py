@@ -18,6 +18,7 @@ from controller.domain.registry import Registry
 from controller.domain.results import AgentResolution, BindingState
 from controller.domain.work import Claim, Hold, WorkPlan, WorkState, plan_work
 from controller.k8s import api, builders
+from controller.k8s.api import ApiError
 from controller.reconcile.index import HoldIndex, WantedIndex, hold_from, hold_problem
 from controller.reconcile.store import Store
 from controller.reconcile.writer import Writer
@@ -66,6 +67,19 @@ class WorkHolds:
         ns = agent.meta.namespace
         work = next((d for d in resolution.direct if d.name == "work"), None)
         in_error = work is not None and work.state is BindingState.ERROR
+        if any(h.deleting for h in self.of(agent)):
+            # Its hold is being deleted (its namespace is going away): withdraw and let go
+            # (it acquires again when it can); nobody else can take the URI before that.
+            return plan_work(
+                agent=agent.meta.key,
+                agent_uid=agent.meta.uid,
+                desired_uri=None,
+                holds={},
+                own_holds=self.of(agent),
+                holder_exists=False,
+                me=claim_from(agent.meta.key, old, ""),
+                rivals=[],
+            )
         if self.wanted.block(agent.meta.key, in_error) and work is not None:
             # It left (or joined) the line for its URI: the others' order changed.
             self._wake_claimants(ns, work.uri, but=agent.meta.key)
@@ -157,7 +171,8 @@ class WorkHolds:
         )
 
     async def release(self, by: Request, hold: Hold) -> None:
-        """Delete exactly this hold (its uid and version); a changed one is the next pass's."""
+        """Delete exactly this hold (its uid and version): first its finalizer, then the Lease.
+        A hold that changed meanwhile is left to the next pass."""
         body = self.store.get(api.LEASES, f"{Ref.parse(hold.holder).namespace}/{hold.name}")
         if body is None or (body.get("metadata") or {}).get("uid") != hold.uid:
             body = {
@@ -166,8 +181,24 @@ class WorkHolds:
                     "name": hold.name,
                     "uid": hold.uid,
                     "resourceVersion": hold.resource_version,
+                    "finalizers": [builders.HOLD_FINALIZER],
                 }
             }
+        finalizers = (body.get("metadata") or {}).get("finalizers") or []
+        if builders.HOLD_FINALIZER in finalizers:
+            kept = [f for f in finalizers if f != builders.HOLD_FINALIZER]
+            try:
+                freed = await self.writer.patch_at(
+                    by, api.LEASES, body, {"metadata": {"finalizers": kept or None}}
+                )
+            except ApiError as exc:
+                if not exc.conflict:
+                    raise
+                return  # it changed under us: the next pass decides from what is there
+            if freed is None or freed["metadata"].get("deletionTimestamp"):
+                log.info("released work", agent=hold.holder, uri=hold.uri)
+                return  # gone already, or going now that nothing holds it back
+            body = freed
         if await self.writer.delete_at(by, api.LEASES, body):
             log.info("released work", agent=hold.holder, uri=hold.uri)
 

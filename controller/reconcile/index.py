@@ -31,6 +31,7 @@ def hold_from(body: dict[str, Any] | None) -> Hold | None:
         name=md.get("name", ""),
         resource_version=str(md.get("resourceVersion", "")),
         uid=md.get("uid", ""),
+        deleting=bool(md.get("deletionTimestamp")),
     )
 
 

@@ -54,7 +54,7 @@ NAMESPACED_RULES: Rules = {
     ("bindery.dev", "agentspecs/finalizers"): {"update"},
     ("", "configmaps"): {"get", "list", "watch", "create", "patch"},
     ("apps", "statefulsets"): {"get", "list", "watch", "create", "patch", "delete"},
-    ("coordination.k8s.io", "leases"): {"get", "list", "watch", "create", "delete"},
+    ("coordination.k8s.io", "leases"): {"get", "list", "watch", "create", "patch", "delete"},
     ("", "pods"): {"get", "list", "watch"},
     ("events.k8s.io", "events"): {"create"},
     ("", "events"): {"create", "list"},

@@ -299,7 +299,8 @@ async def test_handoff_goes_a_then_no_holder_then_b() -> None:
     await run(c, "a")
     assert fake.writes == [
         ("patch", "configmaps", "a-bindings"),  # A's session stops seeing X as work ...
-        ("delete", "leases", LEASE),  # ... and only then is the hold released
+        ("patch", "leases", LEASE),  # ... and only then is the hold released: its finalizer,
+        ("delete", "leases", LEASE),  # then the Lease
         ("patch", "agentspecs", "a"),  # finalizer dropped
         ("status", "agentspecs", "a"),
     ]
@@ -465,7 +466,11 @@ async def test_a_hold_handed_over_by_someone_else_stops_counting() -> None:
     assert fake.writes == []  # b waits for a, as before the edit
     edit(c, fake, agent("a"))  # a lets go: it withdraws, then deletes the (edited) hold
     await run(c, "a")
-    assert fake.writes[:2] == [("patch", "configmaps", "a-bindings"), ("delete", "leases", LEASE)]
+    assert fake.writes[:3] == [
+        ("patch", "configmaps", "a-bindings"),
+        ("patch", "leases", LEASE),
+        ("delete", "leases", LEASE),
+    ]
 
 
 async def test_the_state_gauges_carry_the_namespace() -> None:
@@ -540,7 +545,11 @@ async def test_a_holder_deleted_with_orphan_propagation_still_withdraws_before_r
     c.observe(api.AGENTS, copy.deepcopy(holder))
     fake.writes.clear()
     await run(c, "a")
-    assert fake.writes[:2] == [("patch", "configmaps", "a-bindings"), ("delete", "leases", LEASE)]
+    assert fake.writes[:3] == [
+        ("patch", "configmaps", "a-bindings"),
+        ("patch", "leases", LEASE),
+        ("delete", "leases", LEASE),
+    ]
     assert X not in fake.objects[("configmaps", NS, "a-bindings")]["data"]["bindings.json"]
 
 
@@ -559,3 +568,20 @@ async def test_a_long_listing_is_swept_once_after_it_ends() -> None:
         await asyncio.sleep(0.02)
     await asyncio.sleep(0.15)
     assert sweeps == [api.RESOURCES]
+
+
+async def test_a_hold_whose_namespace_is_going_away_outlives_the_holders_bindings() -> None:
+    """The namespace controller deletes Leases and ConfigMaps in no particular order: the hold's
+    finalizer keeps it until its holder has withdrawn the URI."""
+    c, fake = world(agent("a", X))
+    await run(c, "a")
+    lease = fake.objects[("leases", NS, LEASE)]
+    assert lease["metadata"]["finalizers"] == ["bindery.dev/hold"]
+    lease["metadata"]["deletionTimestamp"] = "2026-12-01T00:00:00Z"  # marked, not gone
+    lease["metadata"]["resourceVersion"] = str(next(fake._rv))
+    c.observe(api.LEASES, copy.deepcopy(lease))
+    assert Request.agent(f"{NS}/a") in c.queue.drain()
+    fake.writes.clear()
+    await run(c, "a")
+    assert fake.writes[:2] == [("patch", "configmaps", "a-bindings"), ("patch", "leases", LEASE)]
+    assert X not in fake.objects[("configmaps", NS, "a-bindings")]["data"]["bindings.json"]

@@ -114,10 +114,11 @@ kopf actually calls; nothing is a wildcard.
 - apiGroups: ["apps"]
   resources: ["statefulsets"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
-# Work holds: a Lease created if absent, deleted with uid/resourceVersion preconditions.
+# Work holds: a Lease created if absent (with the hold finalizer), released by patching the
+# finalizer off and deleting, both guarded by the version decided from.
 - apiGroups: ["coordination.k8s.io"]
   resources: ["leases"]
-  verbs: ["get", "list", "watch", "create", "delete"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 # Session pods (read only): their health goes into the agent's status.
 - apiGroups: [""]
   resources: ["pods"]
