@@ -123,11 +123,12 @@ def work_hold(agent: AgentObject, uri: str) -> dict[str, Any]:
     the API server lets exactly one create win.
 
     Its finalizer keeps it until its holder releases it: a namespace being deleted (or anyone
-    else deleting it) can only mark it, and the holder withdraws the URI from its bindings before
-    letting it go. It has no owner reference on purpose: the garbage collector would delete it
-    as soon as its holder is deleted (at once under foreground deletion), possibly before the holder's delivered
-    bindings stop carrying the URI. The holder's finalizer releases it, after withdrawing it; a
-    hold whose holder was removed without that is reclaimed by the next claimant.
+    else deleting it) can only mark it, and the holder withdraws the URI from its bindings
+    before letting it go. It has no owner reference on purpose: the garbage collector would
+    delete it as soon as its holder is deleted (at once under foreground deletion), possibly
+    before the holder's delivered bindings stop carrying the URI. The holder's finalizer
+    releases it, after withdrawing it; a hold whose holder is gone some other way is released
+    by the controller once the API server confirms the holder is gone.
     """
     return {
         "apiVersion": "coordination.k8s.io/v1",

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import structlog
+
 from controller import metrics
 from controller.domain import delivery, status
 from controller.domain.models import AgentObject
@@ -38,7 +40,9 @@ from controller.reconcile.holds import FINALIZER, WorkHolds
 from controller.reconcile.kinds import write_status
 from controller.reconcile.sessions import SessionOutcome, Sessions
 from controller.reconcile.store import Store
-from controller.reconcile.writer import ForeignObjectError, Writer
+from controller.reconcile.writer import ForeignObjectError, StaleWriteError, Writer
+
+log = structlog.get_logger("bindery.agent")
 
 Body = dict[str, Any]
 
@@ -205,4 +209,15 @@ class AgentReconciler:
             )
         for hold in own:
             await self.holds.release(request, hold)
+        if self.holds.holds.of(md.get("uid", "")):  # one changed meanwhile: not released yet
+            raise StaleWriteError(f"agent {request.ref.key}: its holds are not released yet")
         await self.holds.ensure_finalizer(request, self._latest(request, body), present=False)
+
+    async def gone(self, request: Request) -> None:
+        """The agent has left the view: release holds still naming it (its finalizer was
+        removed by hand, or it vanished while unwatched), once the API server confirms it is
+        gone. Nothing else would: a hold's finalizer waits for its holder."""
+        for hold in self.holds.holds.named(request.ref.key):
+            if not await self.holds.holder_exists(hold):
+                log.info("releasing the hold of an agent that is gone", holder=hold.holder)
+                await self.holds.release(request, hold)

@@ -118,6 +118,10 @@ class WorkHolds:
         if plan.state is WorkState.WAITING and plan.waiting_for and free:
             self.wake(Request.agent(plan.waiting_for))
 
+    async def holder_exists(self, hold: Hold) -> bool:
+        """Whether the agent a hold names still exists (asking the API server if not in view)."""
+        return await self._holder_exists(hold)
+
     async def _holder_exists(self, hold: Hold) -> bool:
         cached = self.registry.agent(hold.holder)
         if cached is not None and cached.meta.uid == hold.holder_uid:
@@ -194,7 +198,10 @@ class WorkHolds:
             except ApiError as exc:
                 if not exc.conflict:
                     raise
-                return  # it changed under us: the next pass decides from what is there
+                # It changed under us: read it again, so the retry decides from what is there.
+                md = body["metadata"]
+                await self.writer.reread(by, api.LEASES, md["namespace"], md["name"])
+                return
             if freed is None or freed["metadata"].get("deletionTimestamp"):
                 log.info("released work", agent=hold.holder, uri=hold.uri)
                 return  # gone already, or going now that nothing holds it back

@@ -70,6 +70,10 @@ class HoldIndex:
         """The holds naming ``holder_uid``, in a stable order."""
         return [self.by_slot[slot] for slot in sorted(self.by_holder.get(holder_uid))]
 
+    def named(self, holder: str) -> list[Hold]:
+        """The holds whose holderIdentity is ``holder`` (``namespace/name``), whatever its uid."""
+        return [h for h in self.by_slot.values() if h.holder == holder]
+
     def file(self, namespace: str, hold: Hold, *, present: bool) -> None:
         """Record (or forget) a hold under its URI and under its holder's uid."""
         slot = (namespace, hold.uri)

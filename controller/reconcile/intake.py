@@ -106,6 +106,8 @@ class Intake:
             self.suspects.discard(request)
             if kind is Kind.AGENT:
                 self.on_agent_gone(ref.key)
+                # Its own request too: a hold still naming it is released by its "gone" pass.
+                return {request, *self._requests(self._forget(kind, ref))}
             return self._requests(self._forget(kind, ref))
         previous = self.store.put(endpoint, body)
         if previous is body:

@@ -20,6 +20,16 @@ class Reconciler(Protocol):
 
     async def reconcile(self, request: Request, body: Body) -> bool: ...
 
+    async def gone(self, request: Request) -> None:
+        """The object has left the view: clean up what it leaves behind (nothing, mostly)."""
+
+
+class _Status:
+    """What the supporting kinds share: nothing to clean up when an object is gone."""
+
+    async def gone(self, request: Request) -> None:
+        return None
+
 
 async def write_status(writer: Writer, request: Request, body: Body, new: Body) -> bool:
     """Replace ``body``'s status with ``new`` unless it is already exactly that."""
@@ -33,7 +43,7 @@ def _generation(body: Body) -> int:
     return int(body["metadata"].get("generation", 0))
 
 
-class ResourceTypeReconciler:
+class ResourceTypeReconciler(_Status):
     """A ResourceType's status: its type closure, unknown parents and cycles."""
 
     def __init__(
@@ -54,7 +64,7 @@ class ResourceTypeReconciler:
         return await write_status(self.writer, request, body, new)
 
 
-class ResourceReconciler:
+class ResourceReconciler(_Status):
     """A Resource's status: its type and URI checks, and which agent holds its URI as work."""
 
     def __init__(
@@ -86,7 +96,7 @@ class ResourceReconciler:
         return await write_status(self.writer, request, body, new)
 
 
-class ToolReconciler:
+class ToolReconciler(_Status):
     """A Tool's status: whether each static slot names an existing, type-compatible Resource."""
 
     def __init__(

@@ -86,9 +86,11 @@ class WorkerPool:
         """Run one pass for ``request`` (nothing if its object is no longer in the view)."""
         started = time.perf_counter()
         body = self.store.get(api.ENDPOINTS[request.kind], request.ref.key)
+        reconciler = self.reconcilers[request.kind]
         if body is None:
+            await reconciler.gone(request)
             return
-        changed = await self.reconcilers[request.kind].reconcile(request, body)
+        changed = await reconciler.reconcile(request, body)
         elapsed = time.perf_counter() - started
         outcome = "changed" if changed else "unchanged"
         metrics.RECONCILES.labels(request.kind.value, outcome).inc()

@@ -352,7 +352,10 @@ async def test_a_deleted_agent_whose_event_was_lost_leaves_the_view_on_its_next_
     await c.process(Request.agent(f"{NS}/a"))
     assert c.registry.agent(f"{NS}/a") is None
     assert c.store.get(api.AGENTS, f"{NS}/a") is None
-    assert c.queue.drain() == set()
+    assert c.queue.drain() == {Request.agent(f"{NS}/a")}  # its "gone" pass: holds to release?
+    writes = len(fake.writes)
+    await c.process(Request.agent(f"{NS}/a"))
+    assert len(fake.writes) == writes  # none: no session is recreated against the collector
 
 
 async def test_the_sweep_forgets_a_holder_deleted_unseen_and_wakes_its_claimants() -> None:
@@ -585,3 +588,20 @@ async def test_a_hold_whose_namespace_is_going_away_outlives_the_holders_binding
     await run(c, "a")
     assert fake.writes[:2] == [("patch", "configmaps", "a-bindings"), ("patch", "leases", LEASE)]
     assert X not in fake.objects[("configmaps", NS, "a-bindings")]["data"]["bindings.json"]
+
+
+async def test_a_hold_left_by_an_agent_that_vanished_is_released() -> None:
+    """A holder removed without its finalizer's work (finalizer stripped by hand, deleted while
+    unwatched) leaves a hold whose own finalizer waits for it: the controller releases it once
+    the API server confirms the holder is gone."""
+    c, fake = world(agent("a", X))
+    await run(c, "a")
+    del fake.objects[("agentspecs", NS, "a")]
+    gone = fake.objects.get(("agentspecs", NS, "a")) or {
+        "metadata": {"name": "a", "namespace": NS, "uid": "a-uid", "resourceVersion": "999"}
+    }
+    c.observe(api.AGENTS, gone, deleted=True)
+    assert Request.agent(f"{NS}/a") in c.queue.drain()
+    fake.writes.clear()
+    await c.process(Request.agent(f"{NS}/a"))
+    assert fake.writes == [("patch", "leases", LEASE), ("delete", "leases", LEASE)]
