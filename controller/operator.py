@@ -75,7 +75,9 @@ def build_registry(options: Options, stop: asyncio.Event) -> kopf.OperatorRegist
     # A private registry gets none of kopf's defaults: log in the way kopf would by default.
     kopf.on.login(registry=registry)(kopf.login_via_client)
 
-    @kopf.on.startup(registry=registry)
+    # Retried every 2 s (kopf's default is 60 s): a controller started while the API server is
+    # away begins as soon as it is back.
+    @kopf.on.startup(registry=registry, backoff=2.0)
     async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
         handlers.configure_watching(settings)
         kube = KubeApi(load_api_client(), threads=max(4, options.workers * 2))

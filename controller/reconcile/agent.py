@@ -21,6 +21,7 @@ drops its finalizer.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -100,6 +101,8 @@ class AgentReconciler:
         self.events = events
         self.gauges = gauges
         self.suspects = suspects
+        self.namespace_terminating: Callable[[str], None] = lambda namespace: None
+        """Called when the API server says a namespace is being deleted."""
 
     def _latest(self, request: Request, body: Body) -> Body:
         return self.store.get(api.AGENTS, request.ref.key) or body
@@ -139,6 +142,10 @@ class AgentReconciler:
             await write_status(self.writer, request, self._latest(request, body), new)
             raise
         except ApiError as exc:
+            if exc.status == 403 and "being terminated" in exc.message:
+                # Its namespace is going away; kopf may have stopped watching it, so look at
+                # what is being deleted there now rather than at the next periodic sweep.
+                self.namespace_terminating(request.ref.namespace)
             if not exc.refused:
                 raise
             # Retrying the same request cannot succeed: say so in status, then keep retrying

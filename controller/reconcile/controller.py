@@ -72,24 +72,25 @@ class Controller:
             requeue=self.queue.add_after,
             service_account=session_service_account,
         )
+        agents = AgentReconciler(
+            store=self.store,
+            registry=self.registry,
+            writer=self.writer,
+            parse_errors=errors,
+            holds=self.holds,
+            bindings=self.bindings,
+            sessions=self.sessions,
+            events=self.events,
+            gauges=gauges,
+            suspects=self.intake.suspects,
+        )
         reconcilers: dict[Kind, Reconciler] = {
             Kind.TYPE: ResourceTypeReconciler(self.registry, self.writer, errors),
             Kind.RESOURCE: ResourceReconciler(
                 self.registry, self.writer, errors, self.intake.holds
             ),
             Kind.TOOL: ToolReconciler(self.registry, self.writer, errors, self.events),
-            Kind.AGENT: AgentReconciler(
-                store=self.store,
-                registry=self.registry,
-                writer=self.writer,
-                parse_errors=errors,
-                holds=self.holds,
-                bindings=self.bindings,
-                sessions=self.sessions,
-                events=self.events,
-                gauges=gauges,
-                suspects=self.intake.suspects,
-            ),
+            Kind.AGENT: agents,
         }
         self.pool = WorkerPool(self.queue, self.store, reconcilers, workers=workers)
         self.sweeper = Sweeper(
@@ -101,6 +102,7 @@ class Controller:
             namespaces=namespaces,
             period=resync_period,
         )
+        agents.namespace_terminating = lambda namespace: self.sweeper.soon()
 
     # ------------------------------------------------------------------ intake
 

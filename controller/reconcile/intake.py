@@ -126,7 +126,10 @@ class Intake:
         self.parse_errors.pop(Request(kind, ref), None)
         affected = self.registry.upsert(obj)
         if isinstance(obj, AgentObject):
-            affected |= self._file_work(ref, obj)
+            # An agent being deleted leaves the line for its work URI at once: the claimants
+            # behind it must not wait for an agent that will never hold.
+            deleting = bool((body.get("metadata") or {}).get("deletionTimestamp"))
+            affected |= self._file_work(ref, None if deleting else obj)
         return affected
 
     def _forget(self, kind: Kind, ref: Ref) -> Affected:

@@ -107,6 +107,11 @@ class Sweeper:
         await asyncio.gather(*tasks, return_exceptions=True)
         self._loop = None
 
+    def soon(self) -> None:
+        """Sweep every kind shortly (the API server said a watched namespace is terminating)."""
+        for endpoint, _ in self.kinds:
+            self.relisted(endpoint)
+
     def relisted(self, endpoint: api.Endpoint) -> None:
         """kopf is listing ``endpoint`` (start-up or a reconnect): sweep it once the listing has
         been quiet for ``settle`` seconds (one sweep per listing, however long it takes)."""

@@ -605,3 +605,18 @@ async def test_a_hold_left_by_an_agent_that_vanished_is_released() -> None:
     fake.writes.clear()
     await c.process(Request.agent(f"{NS}/a"))
     assert fake.writes == [("patch", "leases", LEASE), ("delete", "leases", LEASE)]
+
+
+async def test_an_agent_being_deleted_leaves_the_line_for_its_uri() -> None:
+    """b is first in line for X (by name) but is being deleted (orphan or foreground deletion
+    keeps it around a while): c must not wait for an agent that will never hold."""
+    c, fake = world(agent("b", X), agent("c", X))
+    doomed = fake.objects[("agentspecs", NS, "b")]
+    doomed["metadata"]["deletionTimestamp"] = "2026-12-01T00:00:00Z"
+    doomed["metadata"]["finalizers"] = ["orphan"]
+    doomed["metadata"]["resourceVersion"] = str(next(fake._rv))
+    c.observe(api.AGENTS, copy.deepcopy(doomed))
+    assert f"{NS}/b" not in c.intake.wanted.get(NS, X)
+    assert Request.agent(f"{NS}/c") in c.queue.drain()
+    await run(c, "c")
+    assert c.store.get(api.AGENTS, f"{NS}/c")["status"]["state"] == "Working"  # type: ignore[index]
