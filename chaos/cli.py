@@ -1,0 +1,160 @@
+"""``python -m chaos`` (``make chaos``): chaos runs against the real controller and API server.
+
+    .venv/bin/python -m chaos [--runs 20] [--agents 50] [--per-uri 5] [--seconds 30]
+                              [--seed N] [--no-kill-controller] [--restart-apiserver]
+                              [--settle 30] [--out DIR] [--json]
+
+One local control plane serves every run; each run gets a fresh namespace and its own controller
+process. Prints a line per run and the totals; exits 1 if any invariant was violated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from bench.e2e_kube import Kube
+from chaos.churn import RESOURCE_TYPE
+from chaos.plane import ApiServer
+from chaos.run import Options, RunResult, run_once
+from controller.cluster import LocalCluster, kubectl
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CRD_DIR = REPO_ROOT / "crds"
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m chaos", description=__doc__.split("\n\n")[0])
+    p.add_argument("--runs", type=int, default=20, help="number of runs (default 20)")
+    p.add_argument("--agents", type=int, default=50, help="agents per run (default 50)")
+    p.add_argument("--per-uri", type=int, default=5, help="agents competing per work URI")
+    p.add_argument("--seconds", type=float, default=30.0, help="seconds of churn per run")
+    p.add_argument("--interval", type=float, default=0.1, help="mean seconds between changes")
+    p.add_argument("--seed", type=int, default=None, help="seed of the first run (default: time)")
+    p.add_argument(
+        "--kill-controller",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="SIGKILL and restart the controller at random moments (default on)",
+    )
+    p.add_argument(
+        "--restart-apiserver",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="kill, stop or freeze the kube-apiserver once per run (default off)",
+    )
+    p.add_argument("--settle", type=float, default=30.0, help="max seconds to wait after churn")
+    p.add_argument("--out", default="", help="directory for per-run logs (default: a temp dir)")
+    p.add_argument("--controller-log-level", default="INFO")
+    p.add_argument("--json", action="store_true", help="print one JSON document instead")
+    return p.parse_args(argv)
+
+
+def line(r: RunResult) -> str:
+    conv = f"{r.converged_after:.1f}s" if r.converged_after is not None else "NO"
+    return (
+        f"run {r.index:2d} seed {r.seed}: {r.changes} changes ({r.refused} refused), "
+        f"{r.versions} versions ({r.versions_by_kind.get('ConfigMap', 0)} cm, "
+        f"{r.versions_by_kind.get('Lease', 0)} lease), gaps {r.gaps} | exclusivity "
+        f"{r.exclusivity}, without-hold {r.without_hold}, stuck {r.stuck}, lost {r.lost_updates}"
+        f", unintended relaunches {r.unintended_relaunches} (intended {r.intended_relaunches}"
+        f" for {r.relaunch_raises} raises) | converged {conv}, kills {r.controller_kills}, "
+        f"api {len(r.apiserver_disruptions)}, sts recreated {r.workload_recreations}, "
+        f"controller errors {r.controller_errors}, ns gone "
+        f"{r.namespace_gone_after if r.namespace_gone_after is not None else 'NO'}"
+    )
+
+
+def totals(results: list[RunResult]) -> dict[str, object]:
+    conv = [r.converged_after for r in results if r.converged_after is not None]
+    keys = (
+        "changes",
+        "versions",
+        "exclusivity",
+        "without_hold",
+        "stuck",
+        "lost_updates",
+        "unintended_relaunches",
+        "intended_relaunches",
+        "relaunch_raises",
+        "workload_recreations",
+        "controller_kills",
+        "controller_errors",
+        "gaps",
+    )
+    out: dict[str, object] = {k: sum(int(getattr(r, k)) for r in results) for k in keys}
+    out["runs"] = len(results)
+    out["converged_runs"] = len(conv)
+    out["converged_within_10s"] = sum(1 for c in conv if c <= 10.0)
+    out["convergence_max_s"] = max(conv) if conv else None
+    out["convergence_median_s"] = sorted(conv)[len(conv) // 2] if conv else None
+    out["violations"] = sum(r.violations for r in results)
+    out["load_average"] = os.getloadavg()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    opts = Options(
+        agents=args.agents,
+        per_uri=args.per_uri,
+        seconds=args.seconds,
+        interval=args.interval,
+        kill_controller=args.kill_controller,
+        restart_apiserver=args.restart_apiserver,
+        settle=args.settle,
+        controller_log_level=args.controller_log_level,
+    )
+    seed = args.seed if args.seed is not None else int(time.time())
+    out_dir = Path(args.out or tempfile.mkdtemp(prefix="bindery-chaos-"))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    say = (lambda s: print(s, file=sys.stderr, flush=True)) if args.json else print
+    say(f"chaos: logs and recordings under {out_dir}")
+    cluster = LocalCluster(out_dir / "cluster", audit=False, nodes=True)
+    state = cluster.up()
+    results: list[RunResult] = []
+    try:
+        bin_dir, kubeconfig = Path(state.bin_dir), Path(state.kubeconfig)
+        for path in sorted(CRD_DIR.glob("*.yaml")):
+            kubectl(bin_dir, kubeconfig, "apply", "--server-side", "-f", str(path))
+        kubectl(
+            bin_dir, kubeconfig, "wait", "--for=condition=Established", "crd", "--all",
+            "--timeout=60s",
+        )  # fmt: skip
+        kubectl(
+            bin_dir, kubeconfig, "apply", "--server-side", "-f", "-",
+            input=json.dumps(RESOURCE_TYPE),
+        )  # fmt: skip
+        kube = Kube(kubeconfig, user_agent="bindery-chaos/1")
+        apiserver = ApiServer(cluster) if opts.restart_apiserver else None
+        for i in range(args.runs):
+            run_seed = random.Random(seed + i).randrange(1 << 31)
+            result = run_once(
+                i,
+                run_seed,
+                opts,
+                kube=kube,
+                kubeconfig=str(kubeconfig),
+                apiserver=apiserver,
+                out_dir=out_dir,
+            )
+            results.append(result)
+            say(line(result))
+            for ev in result.evidence:
+                if not ev.startswith("t="):
+                    say(f"    {ev}")
+    finally:
+        cluster.down()
+    summary = totals(results)
+    if args.json:
+        print(json.dumps({"totals": summary, "runs": [asdict(r) for r in results]}, indent=2))
+    else:
+        print("totals: " + ", ".join(f"{k} {v}" for k, v in summary.items()))
+    return 1 if summary["violations"] else 0
