@@ -63,8 +63,10 @@ def line(r: RunResult) -> str:
         f"run {r.index:2d} seed {r.seed}: {r.changes} changes ({r.refused} refused), "
         f"{r.versions} versions ({r.versions_by_kind.get('ConfigMap', 0)} cm, "
         f"{r.versions_by_kind.get('Lease', 0)} lease), gaps {r.gaps} | exclusivity "
-        f"{r.exclusivity}, without-hold {r.without_hold}, stuck {r.stuck}, lost {r.lost_updates}"
-        f", unintended relaunches {r.unintended_relaunches} (intended {r.intended_relaunches}"
+        f"{r.exclusivity}, without-hold {r.without_hold} ({r.in_namespace_deletion} in ns "
+        f"deletion), stuck {r.stuck}, lost {r.lost_updates}"
+        f", unintended relaunches {r.unintended_relaunches} ({r.unintended_same_revision} at the"
+        f" same revision; intended {r.intended_relaunches}"
         f" for {r.relaunch_raises} raises) | converged {conv}, kills {r.controller_kills}, "
         f"api {len(r.apiserver_disruptions)}, sts recreated {r.workload_recreations}, "
         f"controller errors {r.controller_errors}, ns gone "
@@ -88,6 +90,8 @@ def totals(results: list[RunResult]) -> dict[str, object]:
         "controller_kills",
         "controller_errors",
         "gaps",
+        "in_namespace_deletion",
+        "unintended_same_revision",
     )
     out: dict[str, object] = {k: sum(int(getattr(r, k)) for r in results) for k in keys}
     out["runs"] = len(results)
@@ -117,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     say = (lambda s: print(s, file=sys.stderr, flush=True)) if args.json else print
     say(f"chaos: logs and recordings under {out_dir}")
-    cluster = LocalCluster(out_dir / "cluster", audit=False, nodes=True)
+    cluster = LocalCluster(out_dir / "cluster", audit=True, nodes=True)
     state = cluster.up()
     results: list[RunResult] = []
     try:
@@ -144,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
                 kubeconfig=str(kubeconfig),
                 apiserver=apiserver,
                 out_dir=out_dir,
+                audit_log=state.audit_log,
             )
             results.append(result)
             say(line(result))

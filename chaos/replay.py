@@ -48,6 +48,7 @@ CONFIG_MAP, LEASE, AGENT, POD, STATEFUL_SET = (
 )
 KINDS = (CONFIG_MAP, LEASE, AGENT, POD, STATEFUL_SET)
 DELETED = "DELETED"
+REVISION_LABEL = "controller-revision-hash"
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,14 @@ class Replacement:
     old_generation: str
     new_generation: str
     rv: int
+    old_revision: str = ""
+    new_revision: str = ""
+
+    @property
+    def same_revision(self) -> bool:
+        """Recreated from the same StatefulSet template revision: no template write in between
+        (the pod was deleted by someone, e.g. the StatefulSet controller mid-rollout)."""
+        return bool(self.old_revision) and self.old_revision == self.new_revision
 
     @property
     def intended(self) -> bool:
@@ -186,7 +195,7 @@ class _Replayer:
         self.sts_owner: dict[str, str] = {}  # statefulset uid -> agent uid
         self.sts_seen: set[str] = set()
         self.pods_seen: set[str] = set()
-        self.last_pod: dict[str, tuple[str, str]] = {}  # agent uid -> (pod, launch generation)
+        self.last_pod: dict[str, tuple[str, str, str]] = {}  # agent uid -> (pod, gen, revision)
         self.relaunch: dict[str, int] = {}  # agent uid -> last seen relaunchGeneration
 
     def apply(self, v: Version) -> None:
@@ -257,9 +266,10 @@ class _Replayer:
         if not agent_uid:
             return False
         generation = str((md.get("annotations") or {}).get(LAUNCH_GENERATION_ANNOTATION, ""))
+        revision = str((md.get("labels") or {}).get(REVISION_LABEL, ""))
         pod_id = f"{v.name}/{uid}"
         if agent_uid in self.last_pod:
-            old_id, old_gen = self.last_pod[agent_uid]
+            old_id, old_gen, old_revision = self.last_pod[agent_uid]
             self.result.replacements.append(
                 Replacement(
                     agent=str((md.get("labels") or {}).get(AGENT_LABEL, v.name)),
@@ -269,9 +279,11 @@ class _Replayer:
                     old_generation=old_gen,
                     new_generation=generation,
                     rv=v.rv,
+                    old_revision=old_revision,
+                    new_revision=revision,
                 )
             )
-        self.last_pod[agent_uid] = (pod_id, generation)
+        self.last_pod[agent_uid] = (pod_id, generation, revision)
         return False
 
 

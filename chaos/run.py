@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,14 +54,22 @@ class RunResult:
     stuck: int = 0
     lost_updates: int = 0
     unintended_relaunches: int = 0
+    unintended_same_revision: int = 0
+    """Of the unintended relaunches: pods recreated from an unchanged template revision."""
     intended_relaunches: int = 0
     relaunch_raises: int = 0
     workload_recreations: int = 0
     controller_kills: int = 0
     apiserver_disruptions: list[str] = field(default_factory=list)
+    in_namespace_deletion: int = 0
+    """Of the exclusivity and delivered-without-hold episodes: those that began after the
+    run's namespace was deleted (the namespace controller deletes in an order of its own)."""
+    namespace_deleted_at: float | None = None
     converged_after: float | None = None
     namespace_gone_after: float | None = None
     controller_errors: int = 0
+    deletes_by: dict[str, int] = field(default_factory=dict)
+    """DELETE requests in the namespace by resource and client (from the audit log)."""
     evidence: list[str] = field(default_factory=list)
 
     @property
@@ -92,10 +101,13 @@ class Disruptor:
         self,
         rng: random.Random,
         opts: Options,
+        *,
         controller: Controller,
         apiserver: ApiServer | None,
         result: RunResult,
+        t0: float,
     ) -> None:
+        self.t0 = t0
         self.plan: list[tuple[float, str]] = []
         if opts.kill_controller:
             self.plan.append((rng.uniform(0.15, 0.6) * opts.seconds, "kill-controller"))
@@ -114,7 +126,8 @@ class Disruptor:
     def due(self, elapsed: float) -> None:
         while self.plan and self.plan[0][0] <= elapsed:
             _, what = self.plan.pop(0)
-            t = threading.Thread(target=self._do, args=(what, elapsed), daemon=True)
+            at = time.monotonic() - self.t0
+            t = threading.Thread(target=self._do, args=(what, at), daemon=True)
             t.start()
             self.threads.append(t)
 
@@ -155,6 +168,7 @@ def run_once(
     kubeconfig: str,
     apiserver: ApiServer | None,
     out_dir: Path,
+    audit_log: str = "",
 ) -> RunResult:
     rng = random.Random(seed)
     namespace = f"chaos-{index}-{uuid.uuid4().hex[:6]}"
@@ -171,7 +185,9 @@ def run_once(
     controller = Controller(kubeconfig, namespace, log_dir, opts.controller_log_level)
     controller.start()
     churn = Churn(kube, namespace, rng, opts.agents, uri_pool(opts.agents, opts.per_uri))
-    disruptor = Disruptor(rng, opts, controller, apiserver, result)
+    disruptor = Disruptor(
+        rng, opts, controller=controller, apiserver=apiserver, result=result, t0=t0
+    )
     try:
         start = time.monotonic()
         while (elapsed := time.monotonic() - start) < opts.seconds:
@@ -200,6 +216,9 @@ def run_once(
     errors = controller.error_lines()
     result.controller_errors = len(errors)
     (log_dir / "controller-errors.txt").write_text("\n".join(errors) + "\n")
+    if audit_log:
+        result.deletes_by = audit_deletes(Path(audit_log), namespace)
+    (log_dir / "result.json").write_text(json.dumps(asdict(result), indent=2) + "\n")
     return result
 
 
@@ -231,6 +250,7 @@ def _settle(
 def _delete_namespace(kube: Kube, namespace: str, result: RunResult, t0: float) -> None:
     """Delete the run's namespace with the controller running; time how long it takes."""
     started = time.monotonic()
+    result.namespace_deleted_at = round(started - t0, 3)
     result.evidence.append(f"t={started - t0:.1f}s namespace deletion started")
     kube.delete(f"/api/v1/namespaces/{namespace}")
     while time.monotonic() - started < 60:
@@ -251,14 +271,46 @@ def _judge(result: RunResult, rep: Replay, gaps: list[Gap]) -> None:
     result.intended_relaunches = len(rep.replacements) - len(rep.unintended)
     result.relaunch_raises = rep.relaunch_raises
     result.workload_recreations = rep.workload_recreations
-    for ep in rep.episodes[:20]:
-        result.evidence.append(ep.describe())
+    deleted_at = result.namespace_deleted_at
+    late = [e for e in rep.episodes if deleted_at is not None and e.start_at >= deleted_at]
+    result.in_namespace_deletion = len(late)
+    for ep in rep.episodes[:30]:
+        phase = " [namespace deletion]" if ep in late else ""
+        result.evidence.append(ep.describe() + phase)
+    result.unintended_same_revision = sum(1 for r in rep.unintended if r.same_revision)
     for r in rep.unintended[:10]:
+        how = (
+            f"same template revision {r.new_revision}"
+            if r.same_revision
+            else f"template revision {r.old_revision} -> {r.new_revision}"
+        )
         result.evidence.append(
             f"unintended relaunch of {r.agent} (uid {r.agent_uid}): pod {r.old_pod} -> "
-            f"{r.new_pod} at rv {r.rv}, launch generation {r.old_generation} both"
+            f"{r.new_pod} at rv {r.rv}, launch generation {r.old_generation} both, {how}"
         )
     for g in gaps:
         result.evidence.append(
             f"recording gap ({g.kind}): relisted after 410 Gone, rv {g.from_rv}..{g.to_rv}"
         )
+
+
+def audit_deletes(audit_log: Path, namespace: str) -> dict[str, int]:
+    """Who deleted what in ``namespace``: "<resource> by <user agent>" -> count."""
+    counts: dict[str, int] = {}
+    with audit_log.open("rb") as lines:
+        for raw in lines:
+            if namespace.encode() not in raw or b'"delete' not in raw:
+                continue
+            try:
+                entry = json.loads(raw)
+            except ValueError:
+                continue  # a line the API server is still writing
+            ref = entry.get("objectRef") or {}
+            if ref.get("namespace") != namespace or not str(entry.get("verb")).startswith("delete"):
+                continue
+            if entry.get("stage") != "ResponseComplete":
+                continue
+            agent = str(entry.get("userAgent", "")).split("/")[0]
+            key = f"{ref.get('resource')} by {agent}"
+            counts[key] = counts.get(key, 0) + 1
+    return dict(sorted(counts.items()))
