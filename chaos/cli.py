@@ -22,7 +22,7 @@ from pathlib import Path
 
 from bench.e2e_kube import Kube
 from chaos.churn import RESOURCE_TYPE
-from chaos.plane import ApiServer
+from chaos.plane import ApiServer, HarnessError
 from chaos.run import Options, RunResult, run_once
 from controller.cluster import LocalCluster, kubectl
 
@@ -104,6 +104,41 @@ def totals(results: list[RunResult]) -> dict[str, object]:
     return out
 
 
+def warm_up_gc(kube: Kube, timeout: float = 120.0) -> float:
+    """Wait until the garbage collector honours AgentSpec owners (it discovers new CRDs on a
+    30 s resync): a Foreground deletion of an agent that owns a ConfigMap must complete.
+    Otherwise the first run measures the control plane's discovery delay, not the controller."""
+    started = time.monotonic()
+    ns = "chaos-warm-up"
+    kube.create_many(lambda b: "/api/v1/namespaces", [{"metadata": {"name": ns}}])
+    agents = f"/apis/bindery.dev/v1alpha1/namespaces/{ns}/agentspecs"
+    agent = kube.create(
+        agents,
+        {"apiVersion": "bindery.dev/v1alpha1", "kind": "AgentSpec", "metadata": {"name": "gc"}},
+    )
+    owner = {
+        "apiVersion": "bindery.dev/v1alpha1",
+        "kind": "AgentSpec",
+        "name": "gc",
+        "uid": agent["metadata"]["uid"],
+        "blockOwnerDeletion": True,
+    }
+    kube.create(
+        f"/api/v1/namespaces/{ns}/configmaps",
+        {"metadata": {"name": "gc", "ownerReferences": [owner]}, "data": {}},
+    )
+    kube.request("DELETE", f"{agents}/gc", {"propagationPolicy": "Foreground"})
+    while kube.get(f"{agents}/gc") is not None:
+        if time.monotonic() - started > timeout:
+            raise HarnessError(
+                f"the garbage collector did not complete a Foreground deletion of an AgentSpec "
+                f"in {timeout:.0f} s; see kube-controller-manager's log under the cluster dir"
+            )
+        time.sleep(0.5)
+    kube.delete(f"/api/v1/namespaces/{ns}")
+    return time.monotonic() - started
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     opts = Options(
@@ -137,6 +172,9 @@ def main(argv: list[str] | None = None) -> int:
             input=json.dumps(RESOURCE_TYPE),
         )  # fmt: skip
         kube = Kube(kubeconfig, user_agent="bindery-chaos/1")
+        # Fail fast while the API server is down: a refused change is part of the chaos.
+        kube.client.rest_client.pool_manager.connection_pool_kw["retries"] = False
+        say(f"chaos: garbage collector ready for AgentSpecs after {warm_up_gc(kube):.1f} s")
         apiserver = ApiServer(cluster) if opts.restart_apiserver else None
         for i in range(args.runs):
             run_seed = random.Random(seed + i).randrange(1 << 31)

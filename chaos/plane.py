@@ -146,22 +146,27 @@ class ApiServer:
     def pid(self) -> int:
         return self.state.pids[APISERVER]
 
-    def _reap(self, pid: int) -> None:
+    def _reap(self, pid: int, grace: float) -> None:
+        """Wait for ``pid`` to exit (SIGKILL after ``grace`` s): its port must be free."""
         child = self.cluster._procs.get(APISERVER)
-        if child is not None and child.pid == pid:
-            with suppress(Exception):
-                child.wait(timeout=30)
+        proc = child if child is not None and child.pid == pid else self.proc
+        if proc is None or proc.pid != pid:
             return
-        if self.proc is not None and self.proc.pid == pid:
-            with suppress(Exception):
-                self.proc.wait(timeout=30)
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            proc.wait(timeout=30)
 
     def restart(self, *, graceful: bool, downtime: float) -> float:
-        """Stop it (SIGTERM, or SIGKILL), wait ``downtime`` s, start it; seconds until ready."""
+        """Stop it (SIGTERM, SIGKILL after 5 s; or SIGKILL), wait ``downtime`` s more, start
+        it; returns the seconds it was unavailable (from the signal until ready again)."""
         old = self.pid
+        signalled = time.monotonic()
         with suppress(ProcessLookupError):
             os.kill(old, signal.SIGTERM if graceful else signal.SIGKILL)
-        self._reap(old)
+        self._reap(old, grace=5.0 if graceful else 30.0)
         time.sleep(downtime)
         with self.log_path.open("ab") as out:
             self.proc = subprocess.Popen(
@@ -174,9 +179,8 @@ class ApiServer:
         self.state.pids[APISERVER] = self.proc.pid
         self.state.save()
         self.restarts += 1
-        started = time.monotonic()
         self.wait_ready()
-        return time.monotonic() - started
+        return time.monotonic() - signalled
 
     def freeze(self, seconds: float) -> None:
         """SIGSTOP for ``seconds``, then SIGCONT: a server that hangs, connections open."""

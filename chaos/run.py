@@ -146,10 +146,10 @@ class Disruptor:
             note = f"t={at:.1f}s kube-apiserver frozen (SIGSTOP) {seconds:.1f}s"
         else:
             downtime = self.rng.uniform(0.5, 4.0) if what == "apiserver-stop" else 0.0
-            ready = self.apiserver.restart(graceful=what == "apiserver-stop", downtime=downtime)
+            outage = self.apiserver.restart(graceful=what == "apiserver-stop", downtime=downtime)
             note = (
                 f"t={at:.1f}s kube-apiserver {'SIGTERM' if what == 'apiserver-stop' else 'SIGKILL'}"
-                f", down {downtime:.1f}s, ready {ready:.1f}s after start"
+                f", restarted {downtime:.1f}s later, ready again {outage:.1f}s after the signal"
             )
         self.result.apiserver_disruptions.append(note)
         self.result.evidence.append(note)
