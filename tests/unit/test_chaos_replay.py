@@ -120,12 +120,15 @@ def sts(rv: int, uid: str, agent_uid: str) -> Version:
     return Version(STATEFUL_SET, "ADDED", rv, body)
 
 
-def pod(rv: int, uid: str, sts_uid: str, generation: int) -> Version:
+def pod(rv: int, uid: str, sts_uid: str, generation: int, revision: str = "") -> Version:
     body = {
         "metadata": {
             "name": "a-session-0",
             "uid": uid,
-            "labels": {"bindery.dev/agent": "a"},
+            "labels": {
+                "bindery.dev/agent": "a",
+                "controller-revision-hash": revision or f"r{generation}",
+            },
             "annotations": {"bindery.dev/launch-generation": str(generation)},
             "ownerReferences": [{"kind": "StatefulSet", "uid": sts_uid}],
         }
@@ -160,6 +163,8 @@ def test_pod_replacements_are_intended_only_across_a_launch_generation() -> None
     assert [r.new_pod.split("/")[1] for r in result.replacements] == ["p2", "p3", "p4"]
     assert [r.new_pod.split("/")[1] for r in result.unintended] == ["p3", "p4"]
     assert result.workload_recreations == 1
+    # p3 came from the template revision p2 did: nobody wrote the template in between.
+    assert [r.same_revision for r in result.unintended] == [True, True]
 
 
 def agent_obj(name: str, work: str | None, state: str, generation: int = 2) -> dict[str, Any]:
