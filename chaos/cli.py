@@ -14,16 +14,18 @@ import argparse
 import json
 import os
 import random
+import re
 import sys
 import tempfile
 import time
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from pathlib import Path
 
 from bench.e2e_kube import Kube
 from chaos.churn import RESOURCE_TYPE
 from chaos.plane import ApiServer, HarnessError
-from chaos.run import Options, RunResult, run_once
+from chaos.replay import Version, replay
+from chaos.run import Options, RunResult, judge_replay, run_once
 from controller.cluster import LocalCluster, kubectl
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -54,6 +56,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", default="", help="directory for per-run logs (default: a temp dir)")
     p.add_argument("--controller-log-level", default="INFO")
     p.add_argument("--json", action="store_true", help="print one JSON document instead")
+    p.add_argument(
+        "--replay",
+        nargs="+",
+        metavar="RUN_DIR",
+        default=None,
+        help="judge recorded runs again (directories with versions.jsonl and result.json)",
+    )
     return p.parse_args(argv)
 
 
@@ -65,9 +74,9 @@ def line(r: RunResult) -> str:
         f"{r.versions_by_kind.get('Lease', 0)} lease), gaps {r.gaps} | exclusivity "
         f"{r.exclusivity}, without-hold {r.without_hold} ({r.in_namespace_deletion} in ns "
         f"deletion), stuck {r.stuck}, lost {r.lost_updates}"
-        f", unintended relaunches {r.unintended_relaunches} ({r.unintended_same_revision} at the"
-        f" same revision; intended {r.intended_relaunches}"
-        f" for {r.relaunch_raises} raises) | converged {conv}, kills {r.controller_kills}, "
+        f", unintended relaunches {r.unintended_relaunches} (intended {r.intended_relaunches}"
+        f" for {r.relaunch_raises} raises, {r.pods_recreated_in_place} in place) | converged "
+        f"{conv}, kills {r.controller_kills}, "
         f"api {len(r.apiserver_disruptions)}, sts recreated {r.workload_recreations}, "
         f"controller errors {r.controller_errors}, ns gone "
         f"{r.namespace_gone_after if r.namespace_gone_after is not None else 'NO'}"
@@ -91,7 +100,7 @@ def totals(results: list[RunResult]) -> dict[str, object]:
         "controller_errors",
         "gaps",
         "in_namespace_deletion",
-        "unintended_same_revision",
+        "pods_recreated_in_place",
     )
     out: dict[str, object] = {k: sum(int(getattr(r, k)) for r in results) for k in keys}
     out["runs"] = len(results)
@@ -139,8 +148,43 @@ def warm_up_gc(kube: Kube, timeout: float = 120.0) -> float:
     return time.monotonic() - started
 
 
+GAP_LINE = re.compile(r"^recording gap \((\w+)\): relisted after 410 Gone, rv (\d+)\.\.(\d+)$")
+
+
+def rejudge(run_dir: Path) -> RunResult:
+    """A recorded run judged again by this checker (its final-state figures are kept)."""
+    raw = json.loads((run_dir / "result.json").read_text())
+    known = {f.name for f in fields(RunResult)}
+    result = RunResult(**{k: v for k, v in raw.items() if k in known})
+    if "gap_ranges" not in raw:
+        for line in result.evidence:
+            if m := GAP_LINE.match(line):
+                result.gap_ranges.append((m[1], int(m[2]), int(m[3])))
+    versions = []
+    with (run_dir / "versions.jsonl").open() as lines:
+        for line in lines:
+            rec = json.loads(line)
+            versions.append(Version(rec["kind"], rec["event"], rec["rv"], rec["body"], rec["t"]))
+    judge_replay(result, replay(versions))
+    return result
+
+
+def report(results: list[RunResult], *, as_json: bool) -> int:
+    summary = totals(results)
+    if as_json:
+        print(json.dumps({"totals": summary, "runs": [asdict(r) for r in results]}, indent=2))
+    else:
+        print("totals: " + ", ".join(f"{k} {v}" for k, v in summary.items()))
+    return 1 if summary["violations"] else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    if args.replay:
+        judged = [rejudge(Path(d)) for d in args.replay]
+        for r in judged:
+            print(line(r), file=sys.stderr if args.json else sys.stdout)
+        return report(judged, as_json=args.json)
     opts = Options(
         agents=args.agents,
         per_uri=args.per_uri,
@@ -195,9 +239,4 @@ def main(argv: list[str] | None = None) -> int:
                     say(f"    {ev}")
     finally:
         cluster.down()
-    summary = totals(results)
-    if args.json:
-        print(json.dumps({"totals": summary, "runs": [asdict(r) for r in results]}, indent=2))
-    else:
-        print("totals: " + ", ".join(f"{k} {v}" for k, v in summary.items()))
-    return 1 if summary["violations"] else 0
+    return report(results, as_json=args.json)

@@ -109,16 +109,22 @@ class Replacement:
     rv: int
     old_revision: str = ""
     new_revision: str = ""
-
-    @property
-    def same_revision(self) -> bool:
-        """Recreated from the same StatefulSet template revision: no template write in between
-        (the pod was deleted by someone, e.g. the StatefulSet controller mid-rollout)."""
-        return bool(self.old_revision) and self.old_revision == self.new_revision
+    old_workload: str = ""
+    new_workload: str = ""
 
     @property
     def intended(self) -> bool:
         return self.old_generation != self.new_generation
+
+    @property
+    def in_place(self) -> bool:
+        """The same workload recreated its pod from the same template revision at the same launch
+        generation: nobody wrote the template, someone deleted the pod (e.g. the fake node)."""
+        return (
+            not self.intended
+            and bool(self.old_revision)
+            and (self.old_revision, self.old_workload) == (self.new_revision, self.new_workload)
+        )
 
 
 @dataclass
@@ -137,7 +143,12 @@ class Replay:
 
     @property
     def unintended(self) -> list[Replacement]:
-        return [r for r in self.replacements if not r.intended]
+        """Same launch generation, and a template write or a new workload in between."""
+        return [r for r in self.replacements if not r.intended and not r.in_place]
+
+    @property
+    def in_place(self) -> list[Replacement]:
+        return [r for r in self.replacements if r.in_place]
 
     @property
     def workload_recreations(self) -> int:
@@ -195,7 +206,9 @@ class _Replayer:
         self.sts_owner: dict[str, str] = {}  # statefulset uid -> agent uid
         self.sts_seen: set[str] = set()
         self.pods_seen: set[str] = set()
-        self.last_pod: dict[str, tuple[str, str, str]] = {}  # agent uid -> (pod, gen, revision)
+        self.last_pod: dict[
+            str, tuple[str, str, str, str]
+        ] = {}  # agent uid -> (pod, gen, rev, sts)
         self.relaunch: dict[str, int] = {}  # agent uid -> last seen relaunchGeneration
 
     def apply(self, v: Version) -> None:
@@ -262,14 +275,15 @@ class _Replayer:
         if v.event == DELETED or uid in self.pods_seen:
             return False
         self.pods_seen.add(uid)
-        agent_uid = self.sts_owner.get(_owner_uid(v.body, STATEFUL_SET), "")
+        workload = _owner_uid(v.body, STATEFUL_SET)
+        agent_uid = self.sts_owner.get(workload, "")
         if not agent_uid:
             return False
         generation = str((md.get("annotations") or {}).get(LAUNCH_GENERATION_ANNOTATION, ""))
         revision = str((md.get("labels") or {}).get(REVISION_LABEL, ""))
         pod_id = f"{v.name}/{uid}"
         if agent_uid in self.last_pod:
-            old_id, old_gen, old_revision = self.last_pod[agent_uid]
+            old_id, old_gen, old_revision, old_workload = self.last_pod[agent_uid]
             self.result.replacements.append(
                 Replacement(
                     agent=str((md.get("labels") or {}).get(AGENT_LABEL, v.name)),
@@ -281,9 +295,11 @@ class _Replayer:
                     rv=v.rv,
                     old_revision=old_revision,
                     new_revision=revision,
+                    old_workload=old_workload,
+                    new_workload=workload,
                 )
             )
-        self.last_pod[agent_uid] = (pod_id, generation, revision)
+        self.last_pod[agent_uid] = (pod_id, generation, revision, workload)
         return False
 
 

@@ -51,13 +51,16 @@ class RunResult:
     versions: int = 0
     versions_by_kind: dict[str, int] = field(default_factory=dict)
     gaps: int = 0
+    gap_ranges: list[tuple[str, int, int]] = field(default_factory=list)
+    """Recording gaps (kind, from rv, to rv): relists after 410 Gone."""
     exclusivity: int = 0
     without_hold: int = 0
     stuck: int = 0
     lost_updates: int = 0
     unintended_relaunches: int = 0
-    unintended_same_revision: int = 0
-    """Of the unintended relaunches: pods recreated from an unchanged template revision."""
+    pods_recreated_in_place: int = 0
+    """Pods recreated by their unchanged workload at the same revision and launch generation
+    (someone deleted the pod; the audit log names who): not counted as unintended relaunches."""
     intended_relaunches: int = 0
     relaunch_raises: int = 0
     workload_recreations: int = 0
@@ -266,40 +269,47 @@ def _delete_namespace(kube: Kube, namespace: str, result: RunResult, t0: float) 
 
 
 def _judge(result: RunResult, rep: Replay, gaps: list[Gap]) -> None:
+    result.gaps = len(gaps)
+    result.gap_ranges = [(g.kind, g.from_rv, g.to_rv) for g in gaps]
+    judge_replay(result, rep)
+
+
+REPLAY_LINES = ("exclusivity:", "delivered-without-hold:", "unintended relaunch", "pod recreated")
+
+
+def judge_replay(result: RunResult, rep: Replay) -> None:
+    """Set the figures and evidence that come from the replay (again, for ``--replay``)."""
+    result.evidence = [e for e in result.evidence if not e.startswith(REPLAY_LINES)]
     result.versions = rep.versions
     result.versions_by_kind = dict(sorted(rep.by_kind.items()))
-    result.gaps = len(gaps)
     result.exclusivity = len(rep.of(EXCLUSIVITY))
     result.without_hold = len(rep.of(WITHOUT_HOLD))
     result.unintended_relaunches = len(rep.unintended)
-    result.intended_relaunches = len(rep.replacements) - len(rep.unintended)
+    result.pods_recreated_in_place = len(rep.in_place)
+    result.intended_relaunches = sum(1 for r in rep.replacements if r.intended)
     result.relaunch_raises = rep.relaunch_raises
     result.workload_recreations = rep.workload_recreations
     deleted_at = result.namespace_deleted_at
     late = [e for e in rep.episodes if deleted_at is not None and e.start_at >= deleted_at]
     result.in_namespace_deletion = len(late)
-    uncertain = [
-        g for g in gaps if g.kind in ("ConfigMap", "Lease")
-    ]  # a deletion inside a gap is replayed at the relist's revision: later than it happened
+    # A deletion inside a gap is replayed at the relist's revision: later than it happened.
+    uncertain = [(a, b) for kind, a, b in result.gap_ranges if kind in ("ConfigMap", "Lease")]
     for ep in rep.episodes[:30]:
         phase = " [namespace deletion]" if ep in late else ""
-        if any(g.from_rv < ep.start_rv <= g.to_rv for g in uncertain):
+        if any(a < ep.start_rv <= b for a, b in uncertain):
             phase += " [inside a recording gap: may be an artefact of the relist]"
         result.evidence.append(ep.describe() + phase)
-    result.unintended_same_revision = sum(1 for r in rep.unintended if r.same_revision)
     for r in rep.unintended[:10]:
-        how = (
-            f"same template revision {r.new_revision}"
-            if r.same_revision
-            else f"template revision {r.old_revision} -> {r.new_revision}"
-        )
         result.evidence.append(
             f"unintended relaunch of {r.agent} (uid {r.agent_uid}): pod {r.old_pod} -> "
-            f"{r.new_pod} at rv {r.rv}, launch generation {r.old_generation} both, {how}"
+            f"{r.new_pod} at rv {r.rv}, launch generation {r.old_generation} both, template "
+            f"revision {r.old_revision} -> {r.new_revision}, workload {r.old_workload} -> "
+            f"{r.new_workload}"
         )
-    for g in gaps:
+    for r in rep.in_place[:5]:
         result.evidence.append(
-            f"recording gap ({g.kind}): relisted after 410 Gone, rv {g.from_rv}..{g.to_rv}"
+            f"pod recreated in place (not counted): {r.agent}: {r.old_pod} -> {r.new_pod} at rv "
+            f"{r.rv}, same workload, template revision {r.new_revision} and launch generation"
         )
 
 

@@ -152,19 +152,19 @@ def test_pod_replacements_are_intended_only_across_a_launch_generation() -> None
             pod(3, "p1", "S", 0),
             agent_version(4, "A", 1),
             pod(5, "p2", "S", 1),  # relaunch: intended
-            pod(6, "p3", "S", 1),  # same generation: unintended
-            sts(7, "S2", "A"),  # the workload recreated for the same agent
-            pod(8, "p4", "S2", 1),  # unintended too
-            sts(9, "S3", "B"),  # another agent (a new incarnation): its first pod is no relaunch
-            pod(10, "p5", "S3", 0),
+            pod(6, "p3", "S", 1),  # same workload, revision and generation: recreated in place
+            pod(7, "p4", "S", 1, revision="r1-again"),  # template rewritten: unintended
+            sts(8, "S2", "A"),  # the workload recreated for the same agent
+            pod(9, "p5", "S2", 1, revision="r1-again"),  # a new workload: unintended too
+            sts(10, "S3", "B"),  # another agent (a new incarnation): its first pod is no relaunch
+            pod(11, "p6", "S3", 0),
         ]
     )
     assert result.relaunch_raises == 1
-    assert [r.new_pod.split("/")[1] for r in result.replacements] == ["p2", "p3", "p4"]
-    assert [r.new_pod.split("/")[1] for r in result.unintended] == ["p3", "p4"]
+    assert [r.new_pod.split("/")[1] for r in result.replacements] == ["p2", "p3", "p4", "p5"]
+    assert [r.new_pod.split("/")[1] for r in result.unintended] == ["p4", "p5"]
+    assert [r.new_pod.split("/")[1] for r in result.in_place] == ["p3"]
     assert result.workload_recreations == 1
-    # p3 came from the template revision p2 did: nobody wrote the template in between.
-    assert [r.same_revision for r in result.unintended] == [True, True]
 
 
 def agent_obj(name: str, work: str | None, state: str, generation: int = 2) -> dict[str, Any]:
