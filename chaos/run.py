@@ -7,15 +7,16 @@ import random
 import threading
 import time
 import uuid
+from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import structlog
 
-from bench.e2e_kube import Kube, KubeError
+from bench.e2e_kube import Kube
 from chaos.churn import Churn, uri_pool
-from chaos.plane import ApiServer, Controller
+from chaos.plane import ApiServer, Controller, HarnessError
 from chaos.recorder import Gap, Recorder
 from chaos.replay import EXCLUSIVITY, WITHOUT_HOLD, FinalState, Replay, final_state, replay
 
@@ -233,9 +234,15 @@ def _settle(
     """Poll the namespace until it converges (or ``opts.settle`` s pass); count stuck URIs."""
     counted = False
     while True:
+        waited = time.monotonic() - quiet
         try:
             state = snapshot(kube, namespace)
-        except (KubeError, OSError):
+        except Exception as exc:  # the API server may still be coming back: poll again
+            if waited >= opts.settle:
+                raise HarnessError(
+                    f"could not read namespace {namespace} for {opts.settle:.0f} s after the "
+                    f"churn: {exc}; see the API server's log under the cluster directory"
+                ) from exc
             time.sleep(0.5)
             continue
         waited = time.monotonic() - quiet
@@ -258,8 +265,11 @@ def _delete_namespace(kube: Kube, namespace: str, result: RunResult, t0: float) 
     result.namespace_deleted_at = round(started - t0, 3)
     result.evidence.append(f"t={started - t0:.1f}s namespace deletion started")
     kube.delete(f"/api/v1/namespaces/{namespace}")
+    gone = False
     while time.monotonic() - started < NAMESPACE_WAIT:
-        if kube.get(f"/api/v1/namespaces/{namespace}") is None:
+        with suppress(Exception):  # a slow or restarting API server: ask again
+            gone = kube.get(f"/api/v1/namespaces/{namespace}") is None
+        if gone:
             result.namespace_gone_after = round(time.monotonic() - started, 2)
             return
         time.sleep(0.5)
