@@ -12,7 +12,7 @@ BINDERY := $(VENV)/bin/bindery
 STATE_DIR := .cache/cluster
 RUN_NAMESPACE ?= default
 
-.PHONY: help venv control-plane run cluster cluster-down test unit lint fmt bench e2e examples image helm-lint helm-crds argocd-values clean
+.PHONY: help venv control-plane run cluster cluster-down test unit lint fmt bench chaos e2e examples image helm-lint helm-crds argocd-values clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -66,6 +66,11 @@ test: venv control-plane lint ## everything: lint, unit, dependency floors and i
 
 bench: venv control-plane ## benchmarks: prints figures and ratios to their targets
 	$(PY) -m bench
+
+CHAOS_ARGS ?=
+
+chaos: venv control-plane ## chaos runs: churn, kill -9, API-server restarts; invariants replayed (minutes)
+	$(PY) -m chaos $(CHAOS_ARGS)
 
 IMAGE ?= bindery:dev
 

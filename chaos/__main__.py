@@ -1,0 +1,5 @@
+"""``python -m chaos``: see chaos/cli.py."""
+
+from chaos.cli import main
+
+raise SystemExit(main())

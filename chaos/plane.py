@@ -1,0 +1,214 @@
+"""The processes a chaos run disturbs: the controller, and the local kube-apiserver.
+
+Nothing here changes ``controller/``: the API server is restarted from the harness with the
+command line and log file :class:`controller.cluster.LocalCluster` left behind (its pid is in
+``state.json``; its argv is read back from ``/proc``), and the new pid is written back to the
+state so ``LocalCluster.down`` stops it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from contextlib import suppress
+from pathlib import Path
+
+import structlog
+
+from controller.cluster import ADMIN_TOKEN, ClusterState, LocalCluster
+
+log = structlog.get_logger("bindery.chaos")
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+READY_LINE = "controller started"
+APISERVER = "kube-apiserver"
+
+
+class HarnessError(RuntimeError):
+    """The harness itself could not do what a run needs (not a controller finding)."""
+
+
+class Controller:
+    """``bindery run --standalone --namespace NS`` as a subprocess; every start logs to a file."""
+
+    def __init__(
+        self, kubeconfig: str, namespace: str, log_dir: Path, log_level: str = "INFO"
+    ) -> None:
+        self.kubeconfig = kubeconfig
+        self.namespace = namespace
+        self.log_dir = log_dir
+        self.log_level = log_level
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+        self.kills = 0
+
+    @property
+    def log_path(self) -> Path:
+        return self.log_dir / f"controller-{self.starts}.log"
+
+    def start(self, *, wait: bool = True) -> None:
+        self.starts += 1
+        env = {**os.environ, "KUBECONFIG": self.kubeconfig, "PYTHONPATH": str(REPO_ROOT)}
+        with self.log_path.open("wb") as out:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "controller",
+                    "run",
+                    "--standalone",
+                    "--namespace",
+                    self.namespace,
+                    "--liveness=",
+                    "--metrics-port",
+                    "0",
+                    "--log-level",
+                    self.log_level,
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                cwd=REPO_ROOT,
+            )
+        if wait:
+            self.wait_ready()
+
+    def wait_ready(self, timeout: float = 90.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc is None or self.proc.poll() is not None:
+                raise HarnessError(
+                    f"the controller exited during start-up; see its log {self.log_path}"
+                )
+            if READY_LINE in self.log_path.read_text(errors="replace"):
+                return
+            time.sleep(0.2)
+        raise HarnessError(f"the controller did not start in {timeout} s; see {self.log_path}")
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup, as a crashed or evicted controller pod."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+            self.kills += 1
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+
+    def error_lines(self) -> list[str]:
+        lines: list[str] = []
+        for path in sorted(self.log_dir.glob("controller-*.log")):
+            for line in path.read_text(errors="replace").splitlines():
+                if '"level": "error"' in line or "Traceback" in line:
+                    lines.append(f"{path.name}: {line[:400]}")
+        return lines
+
+
+class ApiServer:
+    """Kill, stop or freeze the local kube-apiserver and bring it back with the same argv."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        self.cluster = cluster
+        state = cluster.state
+        if state is None:
+            raise HarnessError("the local control plane is not running")
+        self.state: ClusterState = state
+        pid = state.pids[APISERVER]
+        try:
+            self.argv = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+        except OSError as exc:
+            raise HarnessError(
+                f"cannot read the kube-apiserver command line from /proc/{pid}: {exc}; "
+                "API-server restarts need Linux /proc (run without --restart-apiserver)"
+            ) from exc
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = Path(state.state_dir) / "logs" / f"{APISERVER}.log"
+        self.restarts = 0
+        self.freezes = 0
+
+    @property
+    def pid(self) -> int:
+        return self.state.pids[APISERVER]
+
+    def _reap(self, pid: int, grace: float) -> None:
+        """Wait for ``pid`` to exit (SIGKILL after ``grace`` s): its port must be free."""
+        child = self.cluster._procs.get(APISERVER)
+        proc = child if child is not None and child.pid == pid else self.proc
+        if proc is None or proc.pid != pid:
+            return
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+
+    def restart(self, *, graceful: bool, downtime: float) -> float:
+        """Stop it (SIGTERM, SIGKILL after 5 s; or SIGKILL), wait ``downtime`` s more, start
+        it; returns the seconds it was unavailable (from the signal until ready again)."""
+        old = self.pid
+        signalled = time.monotonic()
+        with suppress(ProcessLookupError):
+            os.kill(old, signal.SIGTERM if graceful else signal.SIGKILL)
+        self._reap(old, grace=5.0 if graceful else 30.0)
+        time.sleep(downtime)
+        with self.log_path.open("ab") as out:
+            self.proc = subprocess.Popen(
+                self.argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        self.state.pids[APISERVER] = self.proc.pid
+        self.state.save()
+        self.restarts += 1
+        self.wait_ready()
+        return time.monotonic() - signalled
+
+    def freeze(self, seconds: float) -> None:
+        """SIGSTOP for ``seconds``, then SIGCONT: a server that hangs, connections open."""
+        os.kill(self.pid, signal.SIGSTOP)
+        try:
+            time.sleep(seconds)
+        finally:
+            os.kill(self.pid, signal.SIGCONT)
+        self.freezes += 1
+
+    def wait_ready(self, timeout: float = 90.0) -> None:
+        ca = Path(self.state.data_dir) / "pki" / "ca.crt"
+        ctx = ssl.create_default_context(cafile=str(ca))
+        req = urllib.request.Request(  # noqa: S310 - our own https://127.0.0.1 server
+            f"{self.state.server}/readyz", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise HarnessError(
+                    f"kube-apiserver exited with {self.proc.returncode} after a restart; "
+                    f"see {self.log_path}"
+                )
+            with (
+                suppress(OSError, urllib.error.URLError),
+                urllib.request.urlopen(req, context=ctx, timeout=2) as resp,  # noqa: S310
+            ):
+                if resp.status == 200:
+                    return
+            time.sleep(0.2)
+        raise HarnessError(f"kube-apiserver was not ready {timeout} s after a restart")

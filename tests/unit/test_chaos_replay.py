@@ -1,0 +1,208 @@
+"""The chaos harness's replay checker on synthetic version streams (no cluster)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from chaos.replay import (
+    AGENT,
+    CONFIG_MAP,
+    DELETED,
+    EXCLUSIVITY,
+    LEASE,
+    POD,
+    STATEFUL_SET,
+    WITHOUT_HOLD,
+    Version,
+    final_state,
+    replay,
+)
+from controller.domain.delivery import render
+from controller.domain.work import hold_name
+
+NS = "ns"
+X = "github-issue://o/r/1"
+
+
+def doc(agent: str, work: str | None) -> str:
+    resources = [{"name": "work", "tag": "github-issue", "uri": work, "state": "Bound"}]
+    return render(
+        {
+            "apiVersion": "bindery.dev/v1alpha1",
+            "kind": "Bindings",
+            "agent": {"namespace": NS, "name": agent},
+            "resources": resources if work else [],
+            "tools": [],
+        }
+    )
+
+
+def cm(rv: int, agent: str, work: str | None, event: str = "MODIFIED") -> Version:
+    body = {
+        "metadata": {
+            "name": f"{agent}-bindings",
+            "labels": {"bindery.dev/agent": agent, "app.kubernetes.io/component": "bindings"},
+        },
+        "data": {"bindings.json": doc(agent, work)},
+    }
+    return Version(CONFIG_MAP, event, rv, body, received=rv / 10)
+
+
+def hold(rv: int, agent: str, uri: str = X, event: str = "ADDED") -> Version:
+    body = {
+        "metadata": {
+            "name": hold_name(uri),
+            "annotations": {"bindery.dev/uri": uri, "bindery.dev/holder-uid": f"uid-{agent}"},
+        },
+        "spec": {"holderIdentity": f"{NS}/{agent}"},
+    }
+    return Version(LEASE, event, rv, body, received=rv / 10)
+
+
+def handoff() -> list[Version]:
+    """a holds X and has it delivered; a lets go; b acquires and receives X."""
+    return [
+        cm(1, "a", None, "ADDED"),
+        cm(2, "b", None, "ADDED"),
+        hold(3, "a"),
+        cm(4, "a", X),
+        cm(5, "a", None),
+        hold(6, "a", event=DELETED),
+        hold(7, "b"),
+        cm(8, "b", X),
+    ]
+
+
+def test_a_clean_handoff_passes_in_any_arrival_order() -> None:
+    versions = handoff()
+    random.Random(7).shuffle(versions)  # noqa: S311 - kinds' watches interleave arbitrarily
+    result = replay(versions)
+    assert result.versions == 8
+    assert result.episodes == []
+
+
+def test_two_agents_delivered_the_same_work_uri_is_caught() -> None:
+    versions = [*handoff()[:4], hold(5, "a", event=DELETED), hold(6, "b"), cm(7, "b", X)]
+    versions += [cm(9, "a", None)]
+    result = replay(versions)
+    shared = result.of(EXCLUSIVITY)
+    assert len(shared) == 1
+    assert (shared[0].start_rv, shared[0].end_rv) == (7, 9)
+    assert shared[0].key == (X, "a", "b")
+    # a kept X delivered after its hold went: that is caught too, from rv 5.
+    missing = result.of(WITHOUT_HOLD)
+    assert [(e.key, e.start_rv) for e in missing] == [(("a", X), 5)]
+
+
+def test_delivery_before_the_hold_is_created_is_caught() -> None:
+    result = replay([cm(1, "a", X, "ADDED"), hold(2, "a")])
+    [episode] = result.of(WITHOUT_HOLD)
+    assert (episode.start_rv, episode.end_rv) == (1, 2)
+    assert "no hold exists" in episode.detail
+
+
+def test_a_deleted_bindings_config_map_delivers_nothing() -> None:
+    result = replay([hold(1, "a"), cm(2, "a", X, "ADDED"), cm(3, "a", X, DELETED)])
+    result2 = replay([*handoff()[:4], cm(5, "a", X, DELETED), hold(6, "a", event=DELETED)])
+    assert result.episodes == []
+    assert result2.episodes == []
+
+
+def sts(rv: int, uid: str, agent_uid: str) -> Version:
+    body = {
+        "metadata": {
+            "name": "a-session",
+            "uid": uid,
+            "ownerReferences": [{"kind": "AgentSpec", "uid": agent_uid}],
+        }
+    }
+    return Version(STATEFUL_SET, "ADDED", rv, body)
+
+
+def pod(rv: int, uid: str, sts_uid: str, generation: int, revision: str = "") -> Version:
+    body = {
+        "metadata": {
+            "name": "a-session-0",
+            "uid": uid,
+            "labels": {
+                "bindery.dev/agent": "a",
+                "controller-revision-hash": revision or f"r{generation}",
+            },
+            "annotations": {"bindery.dev/launch-generation": str(generation)},
+            "ownerReferences": [{"kind": "StatefulSet", "uid": sts_uid}],
+        }
+    }
+    return Version(POD, "ADDED", rv, body)
+
+
+def agent_version(rv: int, uid: str, relaunch: int) -> Version:
+    body = {
+        "metadata": {"name": "a", "uid": uid},
+        "spec": {"runtime": {"image": "x"}, "relaunchGeneration": relaunch},
+    }
+    return Version(AGENT, "MODIFIED", rv, body)
+
+
+def test_pod_replacements_are_intended_only_across_a_launch_generation() -> None:
+    result = replay(
+        [
+            agent_version(1, "A", 0),
+            sts(2, "S", "A"),
+            pod(3, "p1", "S", 0),
+            agent_version(4, "A", 1),
+            pod(5, "p2", "S", 1),  # relaunch: intended
+            pod(6, "p3", "S", 1),  # same workload, revision and generation: recreated in place
+            pod(7, "p4", "S", 1, revision="r1-again"),  # template rewritten: unintended
+            sts(8, "S2", "A"),  # the workload recreated for the same agent
+            pod(9, "p5", "S2", 1, revision="r1-again"),  # a new workload: unintended too
+            sts(10, "S3", "B"),  # another agent (a new incarnation): its first pod is no relaunch
+            pod(11, "p6", "S3", 0),
+        ]
+    )
+    assert result.relaunch_raises == 1
+    assert [r.new_pod.split("/")[1] for r in result.replacements] == ["p2", "p3", "p4", "p5"]
+    assert [r.new_pod.split("/")[1] for r in result.unintended] == ["p4", "p5"]
+    assert [r.new_pod.split("/")[1] for r in result.in_place] == ["p3"]
+    assert result.workload_recreations == 1
+
+
+def agent_obj(name: str, work: str | None, state: str, generation: int = 2) -> dict[str, Any]:
+    status: dict[str, Any] = {"observedGeneration": generation, "state": state}
+    if work:
+        status["work"] = {"uri": work}
+    return {
+        "metadata": {"name": name, "generation": generation},
+        "spec": {"resources": [{"name": "work", "tag": "t", "uri": work}] if work else []},
+        "status": status,
+    }
+
+
+def lease_obj(uri: str, agent: str) -> dict[str, Any]:
+    v = hold(1, agent, uri)
+    return v.body
+
+
+def test_final_state_converged_and_stuck() -> None:
+    agents = [
+        agent_obj("a", X, "Working"),
+        agent_obj("b", X, "Waiting"),
+        agent_obj("c", None, "Idle"),
+    ]
+    config_maps = [cm(1, "a", X).body, cm(2, "b", None).body]
+    assert final_state(agents, [lease_obj(X, "a")], config_maps).converged
+
+    # The holder is gone (a ghost) while b waits: stuck.
+    stuck = final_state(agents[1:], [lease_obj(X, "a")], [])
+    assert not stuck.converged
+    assert len(stuck.stuck) == 1
+    assert "b" in stuck.stuck[0]
+
+
+def test_final_state_lost_update() -> None:
+    lagging = agent_obj("a", X, "Working")
+    lagging["metadata"]["generation"] = 3
+    wrong_uri = agent_obj("b", "github-issue://o/r/2", "Working")
+    wrong_uri["status"]["work"]["uri"] = X
+    result = final_state([lagging, wrong_uri], [lease_obj(X, "a")], [])
+    assert len(result.lost) == 2
