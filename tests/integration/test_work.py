@@ -103,6 +103,14 @@ def holder_of(cluster: Cluster, namespace: str, uri: str) -> str | None:
     return None if lease is None else str(lease["spec"]["holderIdentity"])
 
 
+def a_holds_b_waits(cluster: Cluster, namespace: str) -> None:
+    """Agent a holds URI as its work; agent b asks for it too and waits."""
+    apply(cluster, namespace, agent("a", resources=[work(URI)]))
+    wait_status(cluster, "agentspec", namespace, "a", state("Working"))
+    apply(cluster, namespace, agent("b", resources=[work(URI)]))
+    wait_status(cluster, "agentspec", namespace, "b", state("Waiting"))
+
+
 def work_status(obj: dict[str, Any]) -> dict[str, Any]:
     return dict((obj.get("status") or {}).get("work") or {})
 
@@ -268,10 +276,7 @@ def test_a_controller_killed_mid_handoff_converges_without_two_holders(
     cluster: Cluster, namespace: str, controller: ControllerProcess, deliveries: DeliveryWatcher
 ) -> None:
     apply_examples(cluster, namespace)
-    apply(cluster, namespace, agent("a", resources=[work(URI)]))
-    wait_status(cluster, "agentspec", namespace, "a", state("Working"))
-    apply(cluster, namespace, agent("b", resources=[work(URI)]))
-    wait_status(cluster, "agentspec", namespace, "b", state("Waiting"))
+    a_holds_b_waits(cluster, namespace)
 
     # Kill the controller (SIGKILL, no cleanup) the moment A's hold is released, before B can
     # acquire it in the same process.
@@ -310,10 +315,7 @@ def test_foreground_deletion_of_the_holder_never_frees_the_uri_early(
     cluster: Cluster, namespace: str, controller: ControllerProcess, deliveries: DeliveryWatcher
 ) -> None:
     apply_examples(cluster, namespace)
-    apply(cluster, namespace, agent("a", resources=[work(URI)]))
-    wait_status(cluster, "agentspec", namespace, "a", state("Working"))
-    apply(cluster, namespace, agent("b", resources=[work(URI)]))
-    wait_status(cluster, "agentspec", namespace, "b", state("Waiting"))
+    a_holds_b_waits(cluster, namespace)
     # The garbage collector deletes A's dependents first; the hold is not one of them, so it
     # goes only when A's finalizer has withdrawn the URI from A's bindings.
     cluster.kubectl(
@@ -332,10 +334,7 @@ def test_deleting_the_namespace_completes_with_holds_in_it(
     cluster: Cluster, namespace: str, controller: ControllerProcess, deliveries: DeliveryWatcher
 ) -> None:
     apply_examples(cluster, namespace)
-    apply(cluster, namespace, agent("a", resources=[work(URI)]))
-    wait_status(cluster, "agentspec", namespace, "a", state("Working"))
-    apply(cluster, namespace, agent("b", resources=[work(URI)]))
-    wait_status(cluster, "agentspec", namespace, "b", state("Waiting"))
+    a_holds_b_waits(cluster, namespace)
     cluster.kubectl("delete", "namespace", namespace, "--wait=false")
     # The agents' finalizers are released by the controller; the namespace does not hang.
     wait_for(
