@@ -76,20 +76,27 @@ def owned_by(body: dict[str, Any], agent: AgentObject) -> bool:
 
 
 def adoptable(body: dict[str, Any], agent: AgentObject) -> bool:
-    """An orphan of ``agent``'s: Bindery's label for an agent of this name and no controlling
-    owner (left by an earlier agent deleted with ``propagationPolicy: Orphan``). Like the
-    ReplicaSet controller with orphaned pods, Bindery adopts it."""
+    """Left by an earlier AgentSpec of ``agent``'s name: Bindery's label for an agent of this
+    name, and no controlling owner (deleted with ``propagationPolicy: Orphan``) or an AgentSpec
+    of this name that is gone (names are unique, so another uid is an earlier agent, whose
+    objects the garbage collector has not removed yet). Like the ReplicaSet controller with
+    orphaned pods, Bindery adopts it."""
     labels = (body.get("metadata") or {}).get("labels") or {}
+    owner = owner_of(body)
     return (
         labels.get(MANAGED_BY) == MANAGER
         and labels.get(AGENT_LABEL) == agent.meta.name
-        and owner_of(body) is None
+        and (owner is None or owner[:2] == ("AgentSpec", agent.meta.name))
     )
 
 
 def adoption(body: dict[str, Any], agent: AgentObject) -> dict[str, Any]:
-    """The merge patch that makes ``agent`` the controlling owner of an orphan of its."""
-    refs = list((body.get("metadata") or {}).get("ownerReferences") or [])
+    """The merge patch that makes ``agent`` the controlling owner (in place of a gone one)."""
+    refs = [
+        r
+        for r in (body.get("metadata") or {}).get("ownerReferences") or []
+        if not r.get("controller")
+    ]
     return {"metadata": {"ownerReferences": [*refs, owner_reference(agent)]}}
 
 

@@ -620,3 +620,30 @@ async def test_an_agent_being_deleted_leaves_the_line_for_its_uri() -> None:
     assert Request.agent(f"{NS}/c") in c.queue.drain()
     await run(c, "c")
     assert c.store.get(api.AGENTS, f"{NS}/c")["status"]["state"] == "Working"  # type: ignore[index]
+
+
+async def test_what_an_earlier_agent_of_the_same_name_left_is_taken_over_at_once() -> None:
+    """After an API-server restart the garbage collector can take a while to remove a deleted
+    agent's ConfigMap; the agent created again under the name takes it over instead of waiting."""
+    c, fake = world(agent("a"))
+    left = fake.seed(
+        api.CONFIG_MAPS,
+        {
+            "metadata": {
+                "name": "a-bindings",
+                "namespace": NS,
+                "labels": {"app.kubernetes.io/managed-by": "bindery", "bindery.dev/agent": "a"},
+                "ownerReferences": [
+                    {"apiVersion": "bindery.dev/v1alpha1", "kind": "AgentSpec", "name": "a",
+                     "uid": "earlier-uid", "controller": True, "blockOwnerDeletion": True}
+                ],
+            },
+            "data": {"bindings.json": "{}"},
+        },
+    )  # fmt: skip
+    c.observe(api.CONFIG_MAPS, left)
+    c.queue.drain()
+    await run(c, "a")
+    (owner,) = fake.objects[("configmaps", NS, "a-bindings")]["metadata"]["ownerReferences"]
+    assert owner["uid"] == "a-uid"
+    assert c.store.get(api.AGENTS, f"{NS}/a")["status"]["state"] == "Idle"  # type: ignore[index]
