@@ -92,6 +92,12 @@ async def _check_api(api: client.ApiClient) -> None:
         try:
             await kube.request("GET", "/version")
         except ApiError as exc:
+            if exc.unreachable:
+                raise PreflightError(
+                    f"the API server at {server} is unreachable ({exc.message}); check that it "
+                    "runs and that the kubeconfig's current context points at it",
+                    EXIT_UNREACHABLE,
+                ) from exc
             if exc.status in (401, 403):
                 raise PreflightError(
                     f"the API server at {server} refused our credentials (HTTP {exc.status} "

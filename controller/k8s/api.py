@@ -57,6 +57,11 @@ class ApiError(Exception):
         return self.status == 409
 
     @property
+    def unreachable(self) -> bool:
+        """No HTTP answer at all (connection refused, reset, timed out)."""
+        return self.status == 0
+
+    @property
     def refused(self) -> bool:
         """The request itself was refused (invalid, too large, forbidden): sending it again
         unchanged will not help, the object or its inputs must change."""
