@@ -26,7 +26,7 @@ from controller.domain.models import (
     AgentSpecSpec,
     Runtime,
 )
-from controller.domain.rules import param_problem, uri_problem
+from controller.domain.rules import param_problem, qualified_name_problem, uri_problem
 
 AGENT_KIND = "AgentSpec"
 TOOL_KIND = "Tool"
@@ -70,21 +70,6 @@ def is_dns_label(value: str) -> bool:
 
 def is_identifier(value: str) -> bool:
     return len(value) <= 63 and IDENTIFIER.fullmatch(value) is not None
-
-
-def qualified_name_problem(key: str) -> str | None:
-    """Why ``key`` is not a valid label or annotation key (``[prefix/]name``), or None."""
-    prefix, _, name = key.rpartition("/")
-    if "/" in key and not prefix:
-        return "its prefix before '/' is empty"
-    if prefix and not is_subdomain(prefix):
-        return f"its prefix {q(prefix)} is not {SUBDOMAIN_RULE}"
-    if not name or len(name) > 63 or _QUALIFIED_NAME.fullmatch(name) is None:
-        return (
-            "its name must be 1 to 63 letters, digits, '-', '_' or '.', "
-            "starting and ending with a letter or digit"
-        )
-    return None
 
 
 def label_value_problem(value: str) -> str | None:
