@@ -112,7 +112,7 @@ _LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("event loop", ("/asyncio/", "selectors.py")),
 ]
 _CONTROLLER_PARTS: list[tuple[str, tuple[str, ...]]] = [
-    ("start-up LIST", ("prime (",)),
+    ("start-up listing", ("listing (", "catch_up (")),
     ("reconcile", ("controller/reconcile/workers.py", "controller/reconcile/agent.py")),
     ("intake", ("controller/reconcile/intake.py",)),
 ]

@@ -1,8 +1,10 @@
 """Running the controller: kopf for watching, liveness and peering; our workers for reconciling.
 
-Start-up lists every watched kind once, so the controller sees the whole world before its first
-pass. A restarted controller therefore recomputes exactly the status it wrote before and writes
-nothing, instead of flapping through half-known states while the watches catch up.
+The controller sees the whole world before its first pass: start-up lists what exists (metadata
+only), kopf's own listing delivers the bodies, and the workers start once the view holds all of
+it. A restarted controller therefore recomputes exactly the status it wrote before and writes
+nothing, instead of flapping through half-known states while the watches catch up; and every
+object crosses the wire once.
 """
 
 from __future__ import annotations
@@ -34,21 +36,6 @@ from controller.preflight import (
 from controller.reconcile import Controller
 
 log = structlog.get_logger("bindery.operator")
-
-
-async def prime(controller: Controller, namespaces: list[str]) -> None:
-    """Load every watched object before the first pass (one LIST per kind and namespace)."""
-    scopes = namespaces or [""]
-    for ref in handlers.WATCHED:
-        for ns in scopes if ref.namespaced else [""]:
-            for body in await controller.api.list_all(ref, ns):
-                controller.observe(ref, body)
-    for ref in handlers.OWNED:
-        for ns in scopes:
-            for body in await controller.api.list_all(
-                ref, ns, label_selector=handlers.OWNED_SELECTOR
-            ):
-                controller.observe(ref, body)
 
 
 def _identity() -> str:
@@ -88,11 +75,20 @@ def build_registry(options: Options, stop: asyncio.Event) -> kopf.OperatorRegist
             session_service_account=os.environ.get("BINDERY_SESSION_SERVICE_ACCOUNT", ""),
             namespaces=options.namespaces,
         )
-        await prime(controller, options.namespaces)
-        # The primed world is long-lived: move it out of the collector's generations so full
-        # collections do not walk every cached object again and again.
-        gc.freeze()
+        # What exists now; kopf starts watching (and listing) once this handler returns.
+        listing = await controller.listing()
         memo.controller = controller
+        elector = (
+            LeaderElector(
+                kube,
+                namespace=options.election_namespace,
+                name=options.election_name,
+                identity=options.identity,
+            )
+            if options.leader_election
+            else None
+        )
+        memo.elector = elector
 
         async def lead() -> None:
             controller.start()
@@ -104,24 +100,28 @@ def build_registry(options: Options, stop: asyncio.Event) -> kopf.OperatorRegist
                 agents=len(controller.store.of(AGENTS)),
             )
 
-        if not options.leader_election:
-            await lead()
-            return
-        elector = LeaderElector(
-            kube,
-            namespace=options.election_namespace,
-            name=options.election_name,
-            identity=options.identity,
-        )
-        memo.elector = elector
-        memo.election = asyncio.create_task(_elect(elector, lead, stop))
-        log.info("waiting to lead", lease=f"{options.election_namespace}/{options.election_name}")
+        async def begin() -> None:
+            # A follower keeps its view current too, so it catches up before it campaigns.
+            await controller.catch_up(listing)
+            # The world is long-lived: move it out of the collector's generations so full
+            # collections do not walk every cached object again and again.
+            gc.freeze()
+            if elector is None:
+                await lead()
+                return
+            log.info(
+                "waiting to lead", lease=f"{options.election_namespace}/{options.election_name}"
+            )
+            await _elect(elector, lead, stop)
+
+        memo.running = asyncio.create_task(begin())
+        memo.running.add_done_callback(lambda task: _stop_on_failure(task, stop))
 
     @kopf.on.cleanup(registry=registry)
     async def cleanup(memo: Any, **_: Any) -> None:
-        election: asyncio.Task[None] | None = getattr(memo, "election", None)
-        if election is not None:
-            election.cancel()
+        running: asyncio.Task[None] | None = getattr(memo, "running", None)
+        if running is not None:
+            running.cancel()
         controller: Controller | None = getattr(memo, "controller", None)
         if controller is not None:
             await controller.stop()
@@ -136,6 +136,14 @@ def build_registry(options: Options, stop: asyncio.Event) -> kopf.OperatorRegist
         return len(controller.queue) if controller else -1
 
     return registry
+
+
+def _stop_on_failure(task: asyncio.Task[None], stop: asyncio.Event) -> None:
+    """A controller that can no longer start or lead exits (and is restarted), never idles."""
+    if task.cancelled() or task.exception() is None:
+        return
+    log.error("the controller failed to start; stopping", error=repr(task.exception()))
+    stop.set()
 
 
 async def _elect(
@@ -181,7 +189,7 @@ def run(*, options: Options, liveness: str, metrics_port: int, log_level: str) -
             liveness_endpoint=liveness or None,
             stop_flag=stop,
         )
-        if stop.is_set() and options.leader_election:
+        if stop.is_set():  # leadership lost, or the controller could not start
             raise SystemExit(1)
 
     asyncio.run(main())

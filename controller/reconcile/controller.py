@@ -22,7 +22,7 @@ from controller.reconcile.kinds import (
     ToolReconciler,
 )
 from controller.reconcile.queue import WorkQueue
-from controller.reconcile.resync import Sweeper
+from controller.reconcile.resync import Listing, Sweeper
 from controller.reconcile.sessions import Sessions
 from controller.reconcile.store import Store
 from controller.reconcile.workers import WorkerPool
@@ -122,6 +122,14 @@ class Controller:
     def relisted(self, endpoint: k8s_api.Endpoint) -> None:
         """kopf is listing ``endpoint`` again: sweep out what was deleted unseen, soon."""
         self.sweeper.relisted(endpoint)
+
+    async def listing(self) -> Listing:
+        """What exists now, by key and version, for :meth:`catch_up` (a metadata LIST)."""
+        return await self.sweeper.listing()
+
+    async def catch_up(self, listing: Listing, *, stall: float = 3.0) -> None:
+        """Wait until the view holds everything ``listing`` showed (see ``Sweeper.catch_up``)."""
+        await self.sweeper.catch_up(listing, stall=stall)
 
     def enqueue_all(self) -> None:
         """Queue every object of the four kinds (the first pass after start-up)."""

@@ -11,6 +11,12 @@ It runs shortly after kopf (re)lists a kind (which is what kopf does after every
 and every ``period`` seconds as a backstop. The same listing shows changes whose events were
 lost (kopf stops watching a namespace it sees terminating, possibly before the agents in it are
 marked deleted): those objects are read again.
+
+Start-up uses the same listing the other way round (:meth:`Sweeper.listing`,
+:meth:`Sweeper.catch_up`): a metadata LIST says what exists, kopf's own listing delivers the
+bodies, and the first pass waits until the view holds every listed object at its listed version
+or newer. Every object is transferred once; whatever kopf has not delivered after a stall
+(deleted in between, say) is settled by a listing and a read of its own.
 """
 
 from __future__ import annotations
@@ -23,12 +29,32 @@ import structlog
 
 from controller.k8s import api
 from controller.k8s.api import KubeApi
-from controller.reconcile.store import Store, resource_version
+from controller.reconcile.store import Store, key_of, resource_version
 
 log = structlog.get_logger("bindery.resync")
 
 Observe = Callable[[api.Endpoint, dict[str, Any], bool], None]
 """``observe(endpoint, body, deleted)``: where the sweep's findings go (the intake)."""
+
+Listing = dict[api.Endpoint, dict[str, str]]
+"""What a metadata LIST showed: ``namespace/name`` -> resourceVersion, by endpoint."""
+
+
+def behind(stored: dict[str, dict[str, Any]], listed: dict[str, str]) -> dict[str, str]:
+    """The listed keys the view does not hold at their listed version or newer."""
+    out = {}
+    for key, rv in listed.items():
+        body = stored.get(key)
+        if body is None:
+            out[key] = rv
+            continue
+        try:
+            if int(resource_version(body)) < int(rv):
+                out[key] = rv
+        except ValueError:
+            if resource_version(body) != rv:
+                out[key] = rv
+    return out
 
 
 def missed(stored: dict[str, dict[str, Any]], listed: dict[str, str]) -> list[str]:
@@ -93,6 +119,8 @@ class Sweeper:
         self._loop: asyncio.Task[None] | None = None
         self.max_reads = 500
         """Objects read again per sweep at most (the watch delivers them too, in time)."""
+        self.max_gets = 20
+        """Objects read one by one when catching up; more are read with one LIST."""
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop().create_task(self._every_period())
@@ -147,6 +175,64 @@ class Sweeper:
             return
         if gone:
             log.info("put right objects changed while unwatched", kind=endpoint.plural, count=gone)
+
+    async def listing(self) -> Listing:
+        """Every object of every kind in the view, by key and version (metadata only)."""
+        out: Listing = {}
+        for endpoint, selector in self.kinds:
+            scopes = self.namespaces if endpoint.namespaced and self.namespaces else [""]
+            versions = out.setdefault(endpoint, {})
+            for namespace in scopes:
+                versions.update((await self.api.list_versions(endpoint, namespace, selector))[1])
+        return out
+
+    async def catch_up(self, listing: Listing, *, stall: float = 3.0, poll: float = 0.05) -> None:
+        """Return once the view holds everything ``listing`` showed, at that version or newer.
+
+        The watches deliver it (kopf lists every kind when it starts). When nothing has arrived
+        for ``stall`` seconds, what is still missing is settled directly: listed again, read when
+        still there, forgotten when gone.
+        """
+        waiting = {e: behind(self.store.of(e), listed) for e, listed in listing.items()}
+        loop = asyncio.get_running_loop()
+        count, since = -1, loop.time()
+        while remaining := sum(len(keys) for keys in waiting.values()):
+            if remaining != count:
+                count, since = remaining, loop.time()
+            elif loop.time() - since >= stall:
+                log.info("reading what the watches have not delivered", objects=remaining)
+                try:
+                    for endpoint, keys in waiting.items():
+                        if keys:
+                            await self._settle(endpoint, keys)
+                except api.ApiError as exc:  # the API server away: the watches or a retry
+                    log.warning("catching up failed; will try again", error=str(exc))
+                since = loop.time()
+            await asyncio.sleep(poll)
+            waiting = {e: behind(self.store.of(e), keys) for e, keys in waiting.items() if keys}
+
+    async def _settle(self, endpoint: api.Endpoint, keys: dict[str, str]) -> None:
+        """Read the objects ``keys`` names that still exist into the view; either way, they are
+        no longer waited for."""
+        selector = dict(self.kinds).get(endpoint, "")
+        scopes = self.namespaces if endpoint.namespaced and self.namespaces else [""]
+        if len(keys) > self.max_gets:  # nothing delivered yet, most likely: one LIST, not N GETs
+            for namespace in scopes:
+                for body in await self.api.list_all(endpoint, namespace, selector):
+                    if key_of(body) in keys:
+                        self.observe(endpoint, body, False)
+            keys.clear()
+            return
+        now: dict[str, str] = {}
+        for namespace in scopes:
+            now.update((await self.api.list_versions(endpoint, namespace, selector))[1])
+        for key in list(keys):
+            del keys[key]
+            if key in now:
+                ns, _, name = key.rpartition("/")
+                found = await self.api.get(endpoint, ns, name)
+                if found is not None:
+                    self.observe(endpoint, found, False)
 
     async def sweep(self, endpoint: api.Endpoint) -> int:
         """List ``endpoint``; forget what the listing proves deleted and read again what it

@@ -17,7 +17,6 @@ import pytest
 from controller.domain.work import hold_name
 from controller.k8s import api
 from controller.k8s.api import KubeApi
-from controller.operator import prime
 from controller.reconcile import Controller
 from tests.conftest import Cluster
 from tests.integration.kube import agent, apply, apply_examples, get, work
@@ -56,13 +55,14 @@ async def test_a_holder_deleted_unseen_is_swept_and_its_claimant_takes_over(
 ) -> None:
     apply_examples(cluster, namespace)
     apply(cluster, namespace, agent("a", resources=[work(URI)]))
-    await prime(unwatched, [namespace])
+    await unwatched.catch_up(await unwatched.listing(), stall=0)
     unwatched.start()
     unwatched.enqueue_all()
     await _until(cluster, namespace, "a", "Working")
 
     apply(cluster, namespace, agent("b", resources=[work(URI)]))
-    await prime(unwatched, [namespace])  # b becomes known (as a relist would make it)
+    # b becomes known, as a relist would make it
+    await unwatched.catch_up(await unwatched.listing(), stall=0)
     unwatched.enqueue_all()
     await _until(cluster, namespace, "b", "Waiting")
 
@@ -85,7 +85,7 @@ async def test_the_sweep_lists_metadata_only_and_keeps_what_is_newer_than_the_li
     cluster: Cluster, namespace: str, unwatched: Controller
 ) -> None:
     apply_examples(cluster, namespace)
-    await prime(unwatched, [namespace])
+    await unwatched.catch_up(await unwatched.listing(), stall=0)
     listed_rv, versions = await unwatched.api.list_versions(api.RESOURCES, namespace)
     assert versions  # the examples' Resources, by key
     assert all(key.startswith(f"{namespace}/") for key in versions)

@@ -1,0 +1,164 @@
+"""Start-up catch-up: the first pass waits until the view holds what a metadata LIST showed.
+
+The bodies come from the watches (kopf's listing); what they do not deliver is settled by a
+listing and reads of the controller's own, so a deletion between the two listings cannot hold
+start-up forever and nothing listed is missing from the first pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from controller.k8s import api
+from controller.k8s.api import ApiError, Endpoint
+from controller.reconcile.resync import Sweeper, behind
+from controller.reconcile.store import Store
+
+Body = dict[str, Any]
+NS = "team"
+
+
+def body(name: str, rv: int) -> Body:
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "uid": f"{name}-uid",
+            "resourceVersion": str(rv),
+        }
+    }
+
+
+@dataclass
+class Server:
+    """What the API server holds for one kind, and the requests made of it."""
+
+    objects: dict[str, Body] = field(default_factory=dict)
+    requests: list[str] = field(default_factory=list)
+    fail: int = 0
+    """Requests to refuse (as an API server that is away) before answering again."""
+
+    def _answer(self, verb: str) -> None:
+        self.requests.append(verb)
+        if self.fail:
+            self.fail -= 1
+            raise ApiError(0, verb, "/", {"message": "connection refused"})
+
+    async def list_versions(
+        self, endpoint: Endpoint, namespace: str = "", label_selector: str = ""
+    ) -> tuple[str, dict[str, str]]:
+        self._answer("list_versions")
+        return "999", {
+            f"{NS}/{n}": b["metadata"]["resourceVersion"] for n, b in self.objects.items()
+        }
+
+    async def list_all(
+        self, endpoint: Endpoint, namespace: str = "", label_selector: str = ""
+    ) -> list[Body]:
+        self._answer("list_all")
+        return list(self.objects.values())
+
+    async def get(self, endpoint: Endpoint, namespace: str, name: str) -> Body | None:
+        self._answer("get")
+        return self.objects.get(name)
+
+
+def sweeper(server: Server) -> tuple[Sweeper, Store]:
+    store = Store()
+
+    def observe(endpoint: Endpoint, found: Body, deleted: bool) -> None:
+        store.put(endpoint, found)
+
+    return Sweeper(server, store, observe, kinds=[(api.AGENTS, "")], namespaces=[NS]), store  # type: ignore[arg-type]
+
+
+def test_behind_names_what_the_view_lacks_or_holds_older() -> None:
+    stored = {"team/a": body("a", 5), "team/b": body("b", 9)}
+    listed = {"team/a": "7", "team/b": "9", "team/c": "3"}
+    assert behind(stored, listed) == {"team/a": "7", "team/c": "3"}
+    assert behind({"team/a": body("a", 8)}, {"team/a": "7"}) == {}
+
+
+async def test_what_the_watches_deliver_is_not_read_again() -> None:
+    server = Server({n: body(n, rv) for n, rv in (("a", 10), ("b", 11), ("c", 12))})
+    s, store = sweeper(server)
+    listing = await s.listing()
+
+    async def watches() -> None:  # kopf's listing, one object at a time
+        for name in ("a", "b", "c"):
+            await asyncio.sleep(0.02)
+            store.put(api.AGENTS, body(name, server.objects[name]["metadata"]["resourceVersion"]))
+
+    delivering = asyncio.create_task(watches())
+    await asyncio.wait_for(s.catch_up(listing, stall=5.0, poll=0.01), 2.0)
+    await delivering
+    assert server.requests == ["list_versions"]
+    assert set(store.of(api.AGENTS)) == {"team/a", "team/b", "team/c"}
+
+
+async def test_an_object_deleted_between_the_listings_does_not_hold_start_up() -> None:
+    server = Server({n: body(n, rv) for n, rv in (("a", 10), ("gone", 11))})
+    s, store = sweeper(server)
+    listing = await s.listing()
+    del server.objects["gone"]  # deleted before kopf lists: no watch will ever deliver it
+    store.put(api.AGENTS, body("a", 10))
+    await asyncio.wait_for(s.catch_up(listing, stall=0.05, poll=0.01), 2.0)
+    assert server.requests == ["list_versions", "list_versions"]  # no read of what is gone
+    assert "team/gone" not in store.of(api.AGENTS)
+
+
+async def test_what_the_watches_never_deliver_is_read_directly() -> None:
+    server = Server({n: body(n, rv) for n, rv in (("a", 10), ("b", 11))})
+    s, store = sweeper(server)
+    listing = await s.listing()
+    server.objects["b"] = body("b", 15)  # changed meanwhile: the newer version is read
+    await asyncio.wait_for(s.catch_up(listing, stall=0.05, poll=0.01), 2.0)
+    assert server.requests == ["list_versions", "list_versions", "get", "get"]
+    assert store.get(api.AGENTS, "team/b") == body("b", 15)
+
+
+async def test_many_missing_objects_are_read_with_one_list() -> None:
+    server = Server({f"a{i}": body(f"a{i}", 100 + i) for i in range(50)})
+    s, store = sweeper(server)
+    await asyncio.wait_for(s.catch_up(await s.listing(), stall=0.0, poll=0.01), 2.0)
+    assert server.requests == ["list_versions", "list_all"]
+    assert len(store.of(api.AGENTS)) == 50
+
+
+async def test_an_api_server_away_while_catching_up_is_tried_again() -> None:
+    server = Server({"a": body("a", 10)})
+    s, store = sweeper(server)
+    listing = await s.listing()
+    server.fail = 2
+    await asyncio.wait_for(s.catch_up(listing, stall=0.02, poll=0.01), 2.0)
+    assert store.get(api.AGENTS, "team/a") == body("a", 10)
+    assert server.requests.count("list_versions") == 4  # two refused, then settled
+
+
+async def test_catching_up_waits_while_the_watches_make_progress() -> None:
+    server = Server({f"a{i}": body(f"a{i}", 100 + i) for i in range(5)})
+    s, store = sweeper(server)
+    listing = await s.listing()
+
+    async def slow_watches() -> None:  # slower in all than the stall, never stalled itself
+        for i in range(5):
+            await asyncio.sleep(0.04)
+            store.put(api.AGENTS, body(f"a{i}", 100 + i))
+
+    delivering = asyncio.create_task(slow_watches())
+    await asyncio.wait_for(s.catch_up(listing, stall=0.1, poll=0.01), 2.0)
+    await delivering
+    assert server.requests == ["list_versions"]
+
+
+@pytest.mark.parametrize("stored_rv", [10, 12])
+async def test_a_version_at_or_past_the_listing_is_caught_up(stored_rv: int) -> None:
+    server = Server({"a": body("a", 10)})
+    s, store = sweeper(server)
+    store.put(api.AGENTS, body("a", stored_rv))
+    await asyncio.wait_for(s.catch_up(await s.listing(), stall=5.0, poll=0.01), 1.0)
+    assert server.requests == ["list_versions"]
