@@ -67,7 +67,7 @@ def build_registry(options: Options, stop: asyncio.Event) -> kopf.OperatorRegist
     @kopf.on.startup(registry=registry, backoff=2.0)
     async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
         handlers.configure_watching(settings)
-        kube = KubeApi(load_api_client(), threads=max(4, options.workers * 2))
+        kube = KubeApi(load_api_client(), connections=max(4, options.workers * 2))
         controller = Controller(
             kube,
             workers=options.workers,
@@ -128,7 +128,7 @@ def build_registry(options: Options, stop: asyncio.Event) -> kopf.OperatorRegist
             elector: LeaderElector | None = getattr(memo, "elector", None)
             if elector is not None:  # only once our workers have stopped writing
                 await elector.release()
-            controller.api.close()
+            await controller.api.close()
 
     @kopf.on.probe(id="queue", registry=registry)
     def queue_depth(memo: Any, **_: Any) -> int:

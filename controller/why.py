@@ -131,11 +131,11 @@ def run_why(args: argparse.Namespace) -> int:
         return exc.code
 
     async def main() -> Observed | None:
-        kube = KubeApi(api, threads=8)
+        kube = KubeApi(api, connections=8)
         try:
             return await gather(kube, namespace, args.agent)
         finally:
-            kube.close()
+            await kube.close()
 
     try:
         observed = asyncio.run(main())

@@ -1,23 +1,22 @@
-"""The controller's I/O seam: a few typed REST calls over the Kubernetes client's transport.
+"""The controller's I/O seam: a few typed REST calls on the event loop.
 
-Requests go through ``kubernetes.client.ApiClient`` (its configuration, auth and connection
-pool) but bodies stay plain JSON: no generated model classes, so a pass costs what the API call
-costs. Blocking calls run in a thread pool sized for the reconcile workers.
+The Kubernetes client's configuration says where the API server is and how to authenticate
+(kubeconfig or in-cluster, token refresh included); the requests themselves go over aiohttp (which
+kopf already runs on), so no thread pool stands between a reconcile pass and its writes. Bodies
+stay plain JSON: no generated model classes, so a pass costs what the API call costs.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+import ssl
 from dataclasses import dataclass
-from typing import Any, TypeVar
-from urllib.parse import quote
+from typing import Any
+from urllib.parse import quote, urlencode
 
-import urllib3
+import aiohttp
 from kubernetes import client, config
-from kubernetes.client import rest
+from yarl import URL
 
 from controller import __version__
 from controller.domain.models import GROUP, VERSION
@@ -29,8 +28,6 @@ META_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,ap
 """Ask a LIST for metadata only."""
 FIELD_MANAGER = "bindery"
 USER_AGENT = f"bindery-controller/{__version__}"
-
-T = TypeVar("T")
 
 LIST_PAGE = 500
 """Objects per LIST page: the start-up LIST's and kopf's own listing's."""
@@ -126,72 +123,49 @@ def load_api_client() -> client.ApiClient:
     return client.ApiClient(cfg)
 
 
+def _ssl_context(cfg: client.Configuration) -> ssl.SSLContext:
+    """TLS as the configuration says: its CA (or the system's), its client certificate."""
+    ctx = ssl.create_default_context(cafile=cfg.ssl_ca_cert or None)
+    if not cfg.verify_ssl:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    if cfg.cert_file:
+        ctx.load_cert_chain(cfg.cert_file, cfg.key_file or None)
+    return ctx
+
+
 class KubeApi:
-    """Async JSON calls against the API server."""
+    """Async JSON calls against the API server, at most ``connections`` at a time."""
 
-    def __init__(self, api_client: client.ApiClient, *, threads: int = 16) -> None:
-        cfg = api_client.configuration
-        if (cfg.connection_pool_maxsize or 0) < threads:
-            # The client sized its connection pool when it was built: build it again with one
-            # connection per thread, or busy threads would open and discard extra connections.
-            cfg.connection_pool_maxsize = threads
-            api_client.rest_client = rest.RESTClientObject(cfg)
-        api_client.user_agent = USER_AGENT
-        self._client = api_client
-        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="bindery-api")
+    def __init__(self, api_client: client.ApiClient, *, connections: int = 16) -> None:
+        self._config: client.Configuration = api_client.configuration
+        self._connections = connections
+        self._session: aiohttp.ClientSession | None = None
+        self._timeout = aiohttp.ClientTimeout(sock_connect=5, sock_read=30)
 
-    def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
-        self._client.close()
+    def _open(self) -> aiohttp.ClientSession:
+        """The HTTP session, made on first use (it belongs to the running event loop)."""
+        if self._session is None or self._session.closed:
+            host = str(self._config.host)
+            tls = _ssl_context(self._config) if host.startswith("https:") else False
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self._connections, ssl=tls),
+                headers={"User-Agent": USER_AGENT},
+                timeout=self._timeout,
+            )
+        return self._session
 
-    async def _run(self, fn: Callable[[], T]) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
 
-    def _request_sync(
-        self,
-        method: str,
-        path: str,
-        body: Any = None,
-        content_type: str = "application/json",
-        query: list[tuple[str, str]] | None = None,
-        *,
-        accept: str = "application/json",
-    ) -> dict[str, Any]:
-        headers = {"Accept": accept, "Content-Type": content_type}
-        query = [*(query or []), ("fieldManager", FIELD_MANAGER)] if method != "GET" else query
-        if method == "DELETE":
-            query = None
-        # The body is plain JSON already: it goes straight to json.dumps, without the client's
-        # model sanitizer walking it once more.
-        method, url, headers, _, post_params = self._client.param_serialize(
-            method,
-            path,
-            query_params=query,
-            header_params=headers,
-            auth_settings=["BearerToken"],
-        )
-        try:
-            response = self._client.call_api(method, url, headers, body, post_params, (5, 30))
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise ApiError(
-                0,
-                method,
-                path,
-                {
-                    "reason": "Unreachable",
-                    "message": f"no answer from the API server ({exc}); retried with backoff",
-                },
-            ) from exc
-        raw = response.read()
-        data = json.loads(raw) if raw else {}
-        if not 200 <= response.status < 300:
-            raise ApiError(response.status, method, path, data if isinstance(data, dict) else {})
-        if not isinstance(data, dict):
+    def _auth(self) -> dict[str, str]:
+        """The bearer token, refreshed by the configuration when it rotates (in-cluster)."""
+        bearer = self._config.auth_settings().get("BearerToken")
+        if not bearer or not bearer.get("value"):
             return {}
-        # The controller never reads managedFields; dropping them keeps its caches small.
-        for item in [data, *(data.get("items") or [])]:
-            (item.get("metadata") or {}).pop("managedFields", None)
-        return data
+        return {str(bearer["key"]): str(bearer["value"])}
 
     async def request(
         self,
@@ -203,9 +177,49 @@ class KubeApi:
         *,
         accept: str = "application/json",
     ) -> dict[str, Any]:
-        return await self._run(
-            lambda: self._request_sync(method, path, body, content_type, query, accept=accept)
-        )
+        if method not in ("GET", "DELETE"):
+            query = [*(query or []), ("fieldManager", FIELD_MANAGER)]
+        url = f"{self._config.host}{path}"
+        if query:
+            url += "?" + urlencode(query)
+        headers: dict[str, str] = {"Accept": accept, **self._auth()}
+        data = None
+        if body is not None:
+            headers["Content-Type"] = content_type
+            data = json.dumps(body)
+        try:
+            async with self._open().request(
+                method,
+                URL(url, encoded=True),
+                data=data,
+                headers=headers,
+                proxy=self._config.proxy or None,
+                server_hostname=self._config.tls_server_name or None,
+            ) as response:
+                status = response.status
+                raw = await response.read()
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise ApiError(
+                0,
+                method,
+                path,
+                {
+                    "reason": "Unreachable",
+                    "message": f"no answer from the API server ({type(exc).__name__}: {exc}); "
+                    "retried with backoff",
+                },
+            ) from exc
+        try:
+            decoded = json.loads(raw) if raw else {}
+        except ValueError:
+            decoded = {"message": raw[:500].decode(errors="replace")}
+        data_out = decoded if isinstance(decoded, dict) else {}
+        if not 200 <= status < 300:
+            raise ApiError(status, method, path, data_out)
+        # The controller never reads managedFields; dropping them keeps its caches small.
+        for item in [data_out, *(data_out.get("items") or [])]:
+            (item.get("metadata") or {}).pop("managedFields", None)
+        return data_out
 
     # ------------------------------------------------------------------ verbs
 

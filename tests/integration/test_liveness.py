@@ -29,12 +29,12 @@ URI = "github-issue://example/project/41"
 @pytest.fixture
 async def unwatched(cluster: Cluster, crds: list[str], namespace: str) -> AsyncIterator[Controller]:
     """A controller that reconciles but watches nothing: it learns only from LISTs and writes."""
-    kube = KubeApi(cluster.api_client(), threads=4)
+    kube = KubeApi(cluster.api_client(), connections=4)
     controller = Controller(kube, workers=2, namespaces=[namespace], resync_period=3600)
     controller.sweeper.settle = 0.1
     yield controller
     await controller.stop()
-    kube.close()
+    await kube.close()
 
 
 async def _state(cluster: Cluster, namespace: str, name: str) -> str:

@@ -1,35 +1,169 @@
-"""The Kubernetes client calls the API seam (controller/k8s/api.py) relies on exist in the
-installed client, with the arguments it passes: the dependency-floors test runs this against the
-lowest declared ``kubernetes`` version."""
+"""The API seam (controller/k8s/api.py) against a real HTTP server on loopback: what it sends
+(verbs, paths, queries, headers, the bearer token as the client configuration refreshes it) and
+how it reads the answers (JSON, Status errors, no answer at all). The dependency-floors test runs
+these with the lowest declared ``kubernetes`` and ``aiohttp``."""
 
 from __future__ import annotations
 
+import json
+import socket
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from aiohttp import web
 from kubernetes import client
 
-from controller.k8s.api import KubeApi
+from controller.k8s import api
+from controller.k8s.api import MERGE_PATCH, USER_AGENT, ApiError, KubeApi
 
 
-def test_the_client_serializes_requests_as_the_seam_calls_it() -> None:
+@dataclass
+class Seen:
+    method: str
+    path: str
+    query: list[tuple[str, str]]
+    headers: dict[str, str]
+    body: Any
+
+
+@dataclass
+class Server:
+    url: str
+    seen: list[Seen] = field(default_factory=list)
+    answers: list[tuple[int, bytes]] = field(default_factory=list)
+    """Answers to give, in order (then 200 with the request echoed)."""
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[Server]:
+    state = Server("")
+
+    async def handle(request: web.Request) -> web.Response:
+        raw = await request.read()
+        state.seen.append(
+            Seen(
+                request.method,
+                request.raw_path.split("?")[0],
+                list(request.query.items()),
+                {k.lower(): v for k, v in request.headers.items()},
+                json.loads(raw) if raw else None,
+            )
+        )
+        if state.answers:
+            status, text = state.answers.pop(0)
+            return web.Response(status=status, body=text, content_type="application/json")
+        echo = {
+            "metadata": {"name": "x", "resourceVersion": "7", "managedFields": [{"manager": "m"}]},
+            "items": [{"metadata": {"name": "i", "managedFields": [{"manager": "m"}]}}],
+        }
+        return web.json_response(echo)
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    state.url = f"http://127.0.0.1:{port}"
+    yield state
+    await runner.cleanup()
+
+
+def kube(url: str, token: str = "t0ken") -> tuple[KubeApi, client.Configuration]:  # noqa: S107
     cfg = client.Configuration()
-    cfg.host = "https://127.0.0.1:6443"
-    cfg.api_key = {"authorization": "Bearer t0ken"}
-    api = KubeApi(client.ApiClient(cfg), threads=1)
+    cfg.host = url
+    cfg.api_key = {"authorization": f"Bearer {token}"}
+    return KubeApi(client.ApiClient(cfg), connections=2), cfg
+
+
+async def test_a_list_sends_its_query_and_reads_json_without_managed_fields(
+    server: Server,
+) -> None:
+    k, _ = kube(server.url)
     try:
-        method, url, headers, body, post_params = api._client.param_serialize(
+        data = await k.request(
             "GET",
-            "/apis/bindery.dev/v1alpha1/namespaces/a/agentspecs",
-            query_params=[("limit", "500"), ("labelSelector", "x=y")],
-            header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"],
+            api.AGENTS.path("team a"),
+            query=[("limit", "500"), ("labelSelector", "app.kubernetes.io/managed-by=bindery")],
+            accept=api.META_LIST,
         )
     finally:
-        api.close()
-    assert method == "GET"
-    assert url == (
-        "https://127.0.0.1:6443/apis/bindery.dev/v1alpha1/namespaces/a/agentspecs"
-        "?limit=500&labelSelector=x%3Dy"
-    )
-    assert headers["authorization"] == "Bearer t0ken"
-    assert body is None
-    assert not post_params
-    assert callable(api._client.call_api)
+        await k.close()
+    seen = server.seen[0]
+    assert seen.method == "GET"
+    assert seen.path == "/apis/bindery.dev/v1alpha1/namespaces/team%20a/agentspecs"
+    assert seen.query == [
+        ("limit", "500"),
+        ("labelSelector", "app.kubernetes.io/managed-by=bindery"),
+    ]
+    assert seen.headers["accept"] == api.META_LIST
+    assert seen.headers["authorization"] == "Bearer t0ken"
+    assert seen.headers["user-agent"] == USER_AGENT
+    assert "content-type" not in seen.headers
+    assert data["metadata"] == {"name": "x", "resourceVersion": "7"}
+    assert data["items"] == [{"metadata": {"name": "i"}}]
+
+
+async def test_a_write_names_its_field_manager_and_content_type(server: Server) -> None:
+    k, _ = kube(server.url)
+    try:
+        await k.merge_patch(api.CONFIG_MAPS, "team", "a-bindings", {"data": {"k": "v"}})
+        await k.delete(api.LEASES, "team", "hold", uid="u1", resource_version="5")
+    finally:
+        await k.close()
+    patch, delete = server.seen
+    assert (patch.method, patch.path) == ("PATCH", "/api/v1/namespaces/team/configmaps/a-bindings")
+    assert patch.query == [("fieldManager", "bindery")]
+    assert patch.headers["content-type"] == MERGE_PATCH
+    assert patch.body == {"data": {"k": "v"}}
+    assert delete.method == "DELETE"
+    assert delete.query == []
+    assert delete.body["preconditions"] == {"uid": "u1", "resourceVersion": "5"}
+
+
+async def test_the_token_is_read_from_the_configuration_on_every_request(server: Server) -> None:
+    k, cfg = kube(server.url, token="first")
+    tokens = iter(["second", "third"])
+
+    def refresh(conf: client.Configuration) -> None:  # as in-cluster configuration rotates it
+        conf.api_key = {"authorization": f"Bearer {next(tokens)}"}
+
+    try:
+        await k.request("GET", "/version")
+        cfg.refresh_api_key_hook = refresh
+        await k.request("GET", "/version")
+    finally:
+        await k.close()
+    assert [s.headers["authorization"] for s in server.seen] == ["Bearer first", "Bearer second"]
+
+
+async def test_a_status_answer_becomes_an_api_error_that_names_the_reason(server: Server) -> None:
+    status = {"kind": "Status", "reason": "NotFound", "message": 'agentspecs "a" not found'}
+    server.answers = [(404, json.dumps(status).encode()), (500, b"<html>proxy error</html>")]
+    k, _ = kube(server.url)
+    try:
+        assert await k.get(api.AGENTS, "team", "a") is None
+        with pytest.raises(ApiError) as raised:
+            await k.request("GET", "/version")
+    finally:
+        await k.close()
+    assert raised.value.status == 500
+    assert "proxy error" in raised.value.message
+    assert not raised.value.unreachable
+
+
+async def test_no_answer_at_all_is_unreachable() -> None:
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    k, _ = kube(f"http://127.0.0.1:{port}")
+    try:
+        with pytest.raises(ApiError) as raised:
+            await k.request("GET", "/version")
+    finally:
+        await k.close()
+    assert raised.value.unreachable
+    assert "no answer from the API server" in str(raised.value)
