@@ -65,6 +65,17 @@ def _cluster_env(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive(text: str) -> float:
+    """An argparse type: a number of seconds above zero."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of seconds above 0")
+    return value
+
+
 def _run(args: argparse.Namespace) -> int:
     from controller.operator import Options, run
     from controller.preflight import PreflightError
@@ -72,6 +83,7 @@ def _run(args: argparse.Namespace) -> int:
     options = Options(
         namespaces=args.namespace,
         workers=args.workers,
+        resync_seconds=args.resync_seconds,
         leader_election=not args.standalone,
         election_namespace=args.leader_election_namespace,
         election_name=args.leader_election_id,
@@ -170,6 +182,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--metrics-port", type=int, default=9090, help="Prometheus metrics port (0 to disable)"
     )
     run.add_argument("--workers", type=int, default=8, help="concurrent reconciles")
+    run.add_argument(
+        "--resync-seconds",
+        type=_positive,
+        default=30.0,
+        help="how often every kind is listed (metadata only) to put right what a watch missed, "
+        "such as a deletion during an API-server restart (default: 30)",
+    )
     mode = run.add_mutually_exclusive_group()
     mode.add_argument(
         "--leader-elect",

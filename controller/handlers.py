@@ -86,9 +86,16 @@ class NoDiffBase(kopf.DiffBaseStorage):
         return None
 
 
-def configure_watching(settings: kopf.OperatorSettings) -> None:
+def configure_watching(settings: kopf.OperatorSettings, *, namespaced: bool = False) -> None:
     """Explicit watch timeouts (silent watches are the classic kopf failure) and server-side
-    label selectors, so only the objects Bindery owns are streamed for the built-in kinds."""
+    label selectors, so only the objects Bindery owns are streamed for the built-in kinds.
+
+    ``namespaced`` (``--namespace``): the named namespaces are watched for as long as the
+    controller runs. kopf would otherwise observe them and stop watching one the moment it is
+    marked for deletion, before its content is gone, leaving the agents in it with their
+    finalizers and their holds unreleased while the namespace waits for them.
+    """
+    settings.scanning.disabled = namespaced
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.watching.connect_timeout = 10

@@ -50,6 +50,7 @@ class Options:
 
     namespaces: list[str]
     workers: int = 8
+    resync_seconds: float = 30.0
     leader_election: bool = True
     election_namespace: str = ""
     election_name: str = "bindery-controller"
@@ -66,7 +67,7 @@ def build_registry(options: Options, stop: asyncio.Event) -> kopf.OperatorRegist
     # away begins as soon as it is back.
     @kopf.on.startup(registry=registry, backoff=2.0)
     async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
-        handlers.configure_watching(settings)
+        handlers.configure_watching(settings, namespaced=bool(options.namespaces))
         kube = KubeApi(load_api_client(), connections=max(4, options.workers * 2))
         controller = Controller(
             kube,
@@ -74,6 +75,7 @@ def build_registry(options: Options, stop: asyncio.Event) -> kopf.OperatorRegist
             instance=options.identity,
             session_service_account=os.environ.get("BINDERY_SESSION_SERVICE_ACCOUNT", ""),
             namespaces=options.namespaces,
+            resync_period=options.resync_seconds,
         )
         # What exists now; kopf starts watching (and listing) once this handler returns.
         listing = await controller.listing()

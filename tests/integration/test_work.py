@@ -11,6 +11,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -342,6 +343,35 @@ def test_deleting_the_namespace_completes_with_holds_in_it(
         timeout=90,
         what=f"namespace {namespace} to be deleted",
     )
+
+
+def test_a_watched_namespace_being_deleted_stays_watched(
+    cluster: Cluster, crds: list[str], namespace: str, tmp_path: Path
+) -> None:
+    """The namespace controller marks the agents deleted only after the namespace itself is
+    marked: the controller still sees that at once and lets them go (not at its next sweep,
+    an hour away here), so the namespace is not held up by the agents' finalizers."""
+    proc = ControllerProcess(
+        cluster, namespace, tmp_path, args=("--standalone", "--resync-seconds", "3600")
+    ).start()
+    try:
+        apply_examples(cluster, namespace)
+        a_holds_b_waits(cluster, namespace)
+        cluster.kubectl("delete", "namespace", namespace, "--wait=false")
+
+        def marked_or_gone() -> bool:
+            a = get(cluster, "agentspec", namespace, "a")
+            return a is None or bool(a["metadata"].get("deletionTimestamp"))
+
+        wait_for(marked_or_gone, timeout=60, what="the namespace controller to delete agent a")
+        wait_for(
+            lambda: not any(get(cluster, "agentspec", namespace, n) for n in ("a", "b")),
+            timeout=15,
+            what="the controller to release the agents of a namespace being deleted",
+        )
+        assert get(cluster, "lease", namespace, hold_name(URI)) is None
+    finally:
+        proc.stop()
 
 
 def test_exclusivity_is_about_the_work_role(

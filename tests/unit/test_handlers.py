@@ -56,6 +56,13 @@ def test_configure_watching_selects_only_owned_objects_and_drops_the_diff_base()
         assert settings.watching.label_selectors[ref.plural] == handlers.OWNED_SELECTOR
     assert settings.watching.server_timeout is not None
     assert settings.watching.client_timeout is not None
+    assert not settings.scanning.disabled  # all namespaces: kopf follows them as they come
+
+
+def test_named_namespaces_stay_watched_while_they_terminate() -> None:
+    settings = kopf.OperatorSettings()
+    handlers.configure_watching(settings, namespaced=True)
+    assert settings.scanning.disabled
 
 
 class _Intake:
