@@ -133,7 +133,7 @@ async def test_the_token_is_read_from_the_configuration_on_every_request(server:
 
     try:
         await k.request("GET", "/version")
-        cfg.refresh_api_key_hook = refresh
+        cfg.refresh_api_key_hook = refresh  # type: ignore[assignment]
         await k.request("GET", "/version")
     finally:
         await k.close()
