@@ -94,10 +94,13 @@ def load(path: Path) -> list[tuple[list[str], int]]:
 
 _LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("JSON", ("/json/",)),
-    ("kopf", ("/kopf/", "/aiohttp/", "/yarl/", "/multidict/")),
+    ("kopf", ("/kopf/",)),
     (
         "HTTP client and threads",
         (
+            "/aiohttp/",
+            "/yarl/",
+            "/multidict/",
             "/kubernetes/",
             "/urllib3/",
             "/http/client",
