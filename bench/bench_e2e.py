@@ -57,7 +57,7 @@ import psutil
 
 from bench import e2e_objects as objs
 from bench.e2e_kube import Kube, Watch, audit_mark, audit_writes, by_agent, summarize
-from bench.e2e_procs import BaselineProc, ControllerProc, wait_settled
+from bench.e2e_procs import BaselineProc, ControllerProc, KopfFloorProc, wait_settled
 from bench.e2e_profile import Profiler
 from bench.e2e_profile import available as profiler_available
 from bench.e2e_profile import summarize as summarize_profile
@@ -329,6 +329,7 @@ class E2E:
             ("same-writes", self.same_ns),
             ("controller", self.ctl_ns),
         )
+        floor = self._kopf_floor()
         for who, ns in runs:
             agents = env.watch("agentspecs", ns)
             first = agents.track(objs.ready_current, 1)
@@ -410,6 +411,54 @@ class E2E:
             f"{cw / n:.2f} vs {bw / n:.2f} per agent",
         )
         self._throughput_same(times, writes, sizes, n)
+        self._floor_rows(floor, times, n)
+
+    def _kopf_floor(self) -> dict[str, float]:
+        """bench/e2e_kopf_floor.py on the controller's namespace, before the controller starts:
+        the same objects, listed by kopf alone (no-op handlers, the controller's settings)."""
+        env, ns = self.env, self.ctl_ns
+        expect = len(env.kube.list_all(objs.path("resourcetypes"))) + sum(
+            len(env.kube.list_all(objs.path(plural, ns)))
+            for plural in ("resources", "tools", "agentspecs")
+        )
+        proc = KopfFloorProc(env.kubeconfig, ns, expect, env.work / "logs" / "kopf-floor.log")
+        env.procs.append(proc)
+        cpu0 = env.cpu_snapshot()
+        figures = proc.start().result(self.args.timeout)
+        figures["apiserver_cpu_s"] = env.cpu_since(cpu0, {}).get("kube-apiserver", float("nan"))
+        log(f"kopf floor: {figures}")
+        time.sleep(1.0)
+        return figures
+
+    def _floor_rows(
+        self, floor: dict[str, float], times: dict[str, dict[str, Any]], n: int
+    ) -> None:
+        """The least any kopf-based controller pays for these objects, beside the controller."""
+        self.report.data["throughput"]["kopf_floor"] = floor
+        ms = floor["cpu_s"] / n * 1000
+        ctl_ms = times["controller"]["cpu"]["client"] / n * 1000
+        same_ms = times["same-writes"]["cpu"]["client"] / n * 1000
+        self.report.add(
+            "1 throughput",
+            "  kopf floor: kopf alone lists the same objects (no-op handlers)",
+            f"{floor['listed_s']:.2f} s; {ms:.1f} ms CPU per agent",
+            "",
+            None,
+            None,
+            f"{floor['listed']:.0f} objects; CPU {floor['cpu_s']:.2f} s, imports "
+            f"{floor['imports_cpu_s']:.2f} s of it; controller's first Ready at "
+            f"{times['controller']['first_ready_s']:.2f} s",
+        )
+        self.report.add(
+            "1 throughput",
+            "  controller CPU per new agent above the kopf floor",
+            f"{ctl_ms - ms:.1f} ms",
+            "",
+            None,
+            None,
+            f"same-writes baseline (no kopf) {same_ms:.1f} ms; kopf floor + same-writes "
+            f"{ms + same_ms:.1f} ms against the {CPU_PER_AGENT_TARGET_MS:g} ms target",
+        )
 
     def _sizes(self, agents: Watch, ns: str) -> dict[str, float]:
         """Mean bytes of an agent's status and of its bindings.json: both sides' writes alike?"""

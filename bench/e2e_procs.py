@@ -214,6 +214,35 @@ class BaselineProc(Proc):
         )
 
 
+class KopfFloorProc(Proc):
+    """bench/e2e_kopf_floor.py: kopf alone, listing the four Bindery kinds of one namespace."""
+
+    name = "kopf floor"
+
+    def __init__(self, kubeconfig: str, namespace: str, expect: int, log_path: Path) -> None:
+        super().__init__(
+            ["-m", "bench.e2e_kopf_floor", "--namespace", namespace, "--expect", str(expect)],
+            kubeconfig,
+            log_path,
+        )
+
+    def result(self, timeout: float) -> dict[str, float]:
+        """Wait for it to stop by itself; its figures (seconds from spawn, CPU seconds)."""
+        assert self.proc is not None
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.stop()
+            raise RuntimeError(f"the kopf floor did not list everything in {timeout} s") from None
+        for line in reversed(self.log_path.read_text(errors="replace").splitlines()):
+            if line.startswith("{"):
+                with suppress(ValueError):
+                    figures: dict[str, float] = json.loads(line)
+                    return figures
+        tail = self.log_path.read_text(errors="replace")[-3000:]
+        raise RuntimeError(f"the kopf floor printed no figures; last lines:\n{tail}")
+
+
 @dataclass
 class Settled:
     """How a controller start went: when it had reconciled everything and gone quiet."""

@@ -221,6 +221,16 @@ def test_the_values_schema_rejects_globbed_namespaces(helm_bin: Path) -> None:
     assert "/watchNamespaces/0" in proc.stderr, proc.stderr
 
 
+def test_the_sweep_period_is_a_value_and_must_be_positive(helm_bin: Path) -> None:
+    args = container_args(render(helm_bin, "bindery", "ops", {"resyncSeconds": 600}))
+    assert "--resync-seconds=600" in args
+    for bad in ("0", "-5"):
+        proc = helm(helm_bin, "template", str(CHART), "--set", f"resyncSeconds={bad}",
+                    check=False)  # fmt: skip
+        assert proc.returncode != 0, f"the chart accepted resyncSeconds={bad}"
+        assert "/resyncSeconds" in proc.stderr, proc.stderr
+
+
 def test_several_replicas_need_ha(helm_bin: Path) -> None:
     proc = helm(helm_bin, "template", str(CHART), "--set", "replicas=2", check=False)
     assert proc.returncode != 0
@@ -244,6 +254,7 @@ def test_default_rendering_is_one_standalone_restricted_controller(helm_bin: Pat
         "--metrics-port=9090",
         "--standalone",
         "--log-level=INFO",
+        "--resync-seconds=30",
     ]
     (deployment,) = only(objects, "Deployment")
     assert deployment["spec"]["replicas"] == 1
