@@ -11,6 +11,24 @@ import sys
 
 import structlog
 
+KOPF_API_LOGGER = "kopf._cogs.clients.api"
+
+
+class RetriesAreWarnings(logging.Filter):
+    """kopf logs each failed attempt of a request it will retry at ERROR ("Request attempt 2/5
+    failed; will retry: ..."): during an API-server restart every watch logs several, and all of
+    them recover by themselves. They are warnings; the attempt kopf gives up on ("escalating")
+    stays an error, as does the failure it then raises."""
+
+    TRANSIENT = ("; will retry", "; will re-authenticate")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.ERROR and any(
+            marker in record.getMessage() for marker in self.TRANSIENT
+        ):
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
 
 def configure(level: str = "INFO", *, json: bool | None = None) -> None:
     """Configure structlog and route stdlib logging (kopf, kubernetes) through it."""
@@ -54,3 +72,6 @@ def configure(level: str = "INFO", *, json: bool | None = None) -> None:
     # kopf says "Handler ... succeeded" for every watch event; our handlers only feed the
     # controller's intake, which logs what matters. Failures (ERROR) still come through.
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    api = logging.getLogger(KOPF_API_LOGGER)
+    if not any(isinstance(f, RetriesAreWarnings) for f in api.filters):
+        api.addFilter(RetriesAreWarnings())

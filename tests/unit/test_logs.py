@@ -1,0 +1,57 @@
+"""The controller's log lines: one JSON shape for its own records and kopf's."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+
+import pytest
+
+from controller import logs
+
+URL = "GET https://127.0.0.1:6443/apis/bindery.dev/v1alpha1/agentspecs?watch=true"
+
+
+@pytest.fixture
+def lines():  # type: ignore[no-untyped-def]
+    """What the controller writes, read back as JSON lines."""
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    logs.configure("INFO", json=True)
+    out = io.StringIO()
+    (handler,) = logging.getLogger().handlers
+    assert isinstance(handler, logging.StreamHandler)
+    handler.setStream(out)
+
+    def read() -> list[dict[str, object]]:
+        return [json.loads(line) for line in out.getvalue().splitlines() if line]
+
+    yield read
+    root.handlers[:], level = saved
+    root.setLevel(level)
+
+
+def test_kopf_retries_that_recover_are_warnings(lines) -> None:  # type: ignore[no-untyped-def]
+    kopf_api = logging.getLogger(logs.KOPF_API_LOGGER)
+    kopf_api.error(f"Request attempt 1/5 failed; will retry: {URL} -> ClientConnectorError()")
+    kopf_api.error(f"Request attempt 2/5 failed; TCP closed; will re-authenticate: {URL}")
+    kopf_api.error(f"Request attempt 5/5 failed; escalating: {URL} -> ClientConnectorError()")
+    got = [(line["level"], str(line["event"]).split(";")[1].strip()) for line in lines()]
+    assert got == [
+        ("warning", "will retry: " + URL + " -> ClientConnectorError()"),
+        ("warning", "TCP closed"),
+        ("error", "escalating: " + URL + " -> ClientConnectorError()"),
+    ]
+
+
+def test_configuring_twice_adds_the_filter_once(lines) -> None:  # type: ignore[no-untyped-def]
+    logs.configure("INFO", json=True)
+    kopf_api = logging.getLogger(logs.KOPF_API_LOGGER)
+    assert sum(isinstance(f, logs.RetriesAreWarnings) for f in kopf_api.filters) == 1
+
+
+def test_other_errors_stay_errors(lines) -> None:  # type: ignore[no-untyped-def]
+    logging.getLogger("kopf.objects").error("Handler 'observe-agentspecs' failed; will retry")
+    logging.getLogger("bindery.test").error("the pass failed; will retry")
+    assert [line["level"] for line in lines()] == ["error", "error"]
