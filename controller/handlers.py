@@ -37,9 +37,12 @@ def _observe(endpoint: api.Endpoint):  # type: ignore[no-untyped-def]
     async def handler(event: dict[str, Any], memo: Any, **_: Any) -> None:
         controller: Controller = memo.controller
         kind = event.get("type")
-        controller.observe(endpoint, event["object"], deleted=kind == "DELETED")
-        if kind is None:  # kopf is listing (start-up or a reconnect): deletions may be missed
-            controller.relisted(endpoint)
+        body = event["object"]
+        controller.observe(endpoint, body, deleted=kind == "DELETED")
+        if kind is None:  # kopf is listing (a reconnect's listing may miss deletions)
+            controller.listed(endpoint, body)
+        else:
+            controller.watched(endpoint)
 
     handler.__name__ = f"observe_{endpoint.plural}"
     return handler

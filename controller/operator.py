@@ -23,7 +23,7 @@ import structlog
 from prometheus_client import start_http_server
 
 from controller import handlers, logs
-from controller.k8s.api import AGENTS, KubeApi, load_api_client
+from controller.k8s.api import AGENTS, ApiError, KubeApi, load_api_client
 from controller.leader import LeaderElector, LeadershipLostError
 from controller.preflight import (
     check_cluster,
@@ -34,6 +34,7 @@ from controller.preflight import (
     port_in_use,
 )
 from controller.reconcile import Controller
+from controller.reconcile.resync import Listing
 
 log = structlog.get_logger("bindery.operator")
 
@@ -77,8 +78,6 @@ def build_registry(options: Options, stop: asyncio.Event) -> kopf.OperatorRegist
             namespaces=options.namespaces,
             resync_period=options.resync_seconds,
         )
-        # What exists now; kopf starts watching (and listing) once this handler returns.
-        listing = await controller.listing()
         memo.controller = controller
         elector = (
             LeaderElector(
@@ -103,8 +102,10 @@ def build_registry(options: Options, stop: asyncio.Event) -> kopf.OperatorRegist
             )
 
         async def begin() -> None:
-            # A follower keeps its view current too, so it catches up before it campaigns.
-            await controller.catch_up(listing)
+            # What exists now, listed while kopf lists the bodies (it starts watching once this
+            # handler returns); a follower keeps its view current too, so it catches up before
+            # it campaigns.
+            await controller.catch_up(await _list_until_answered(controller))
             # The world is long-lived: move it out of the collector's generations so full
             # collections do not walk every cached object again and again.
             gc.freeze()
@@ -138,6 +139,20 @@ def build_registry(options: Options, stop: asyncio.Event) -> kopf.OperatorRegist
         return len(controller.queue) if controller else -1
 
     return registry
+
+
+async def _list_until_answered(controller: Controller, retry: float = 2.0) -> Listing:
+    """The start-up listing, tried again every ``retry`` seconds while the API server is away."""
+    while True:
+        try:
+            return await controller.listing()
+        except ApiError as exc:
+            log.warning(
+                "listing what exists failed; trying again",
+                error=str(exc),
+                retry_seconds=retry,
+            )
+            await asyncio.sleep(retry)
 
 
 def _stop_on_failure(task: asyncio.Task[None], stop: asyncio.Event) -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import ssl
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -29,6 +31,8 @@ META_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,ap
 FIELD_MANAGER = "bindery"
 USER_AGENT = f"bindery-controller/{__version__}"
 
+AUTH_TTL = 5.0
+"""Seconds a bearer token read from the client's configuration is reused."""
 LIST_PAGE = 500
 """Objects per LIST page: the start-up LIST's and kopf's own listing's."""
 
@@ -137,11 +141,20 @@ def _ssl_context(cfg: client.Configuration) -> ssl.SSLContext:
 class KubeApi:
     """Async JSON calls against the API server, at most ``connections`` at a time."""
 
-    def __init__(self, api_client: client.ApiClient, *, connections: int = 16) -> None:
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        *,
+        connections: int = 16,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._config: client.Configuration = api_client.configuration
+        self._clock = clock
         self._connections = connections
         self._session: aiohttp.ClientSession | None = None
         self._timeout = aiohttp.ClientTimeout(sock_connect=5, sock_read=30)
+        self._auth_header: dict[str, str] = {}
+        self._auth_until = 0.0
 
     def _open(self) -> aiohttp.ClientSession:
         """The HTTP session, made on first use (it belongs to the running event loop)."""
@@ -161,11 +174,18 @@ class KubeApi:
             self._session = None
 
     def _auth(self) -> dict[str, str]:
-        """The bearer token, refreshed by the configuration when it rotates (in-cluster)."""
-        bearer = self._config.auth_settings().get("BearerToken")
-        if not bearer or not bearer.get("value"):
-            return {}
-        return {str(bearer["key"]): str(bearer["value"])}
+        """The bearer token, refreshed by the configuration when it rotates (in-cluster).
+
+        Asked of the configuration at most every ``AUTH_TTL`` seconds: asking runs its refresh
+        hook, a cost on every request otherwise, and a rotated token stays valid far longer.
+        """
+        now = self._clock()
+        if now >= self._auth_until:
+            bearer = self._config.auth_settings().get("BearerToken")
+            token = bearer.get("value") if bearer else None
+            self._auth_header = {str(bearer["key"]): str(token)} if bearer and token else {}
+            self._auth_until = now + AUTH_TTL
+        return self._auth_header
 
     async def request(
         self,

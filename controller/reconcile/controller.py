@@ -24,7 +24,7 @@ from controller.reconcile.kinds import (
 from controller.reconcile.queue import WorkQueue
 from controller.reconcile.resync import Listing, Sweeper
 from controller.reconcile.sessions import Sessions
-from controller.reconcile.store import Store
+from controller.reconcile.store import Store, key_of
 from controller.reconcile.workers import WorkerPool
 from controller.reconcile.writer import Writer
 
@@ -119,8 +119,17 @@ class Controller:
         for request in self.intake.observe(endpoint, body, deleted=deleted, by=by):
             self.queue.add(request)
 
+    def listed(self, endpoint: k8s_api.Endpoint, body: dict[str, Any]) -> None:
+        """kopf's listing delivered ``body`` (after :meth:`observe`): when kopf is listing
+        ``endpoint`` again, sweep out what was deleted unseen, soon."""
+        self.sweeper.listed(endpoint, key_of(body))
+
+    def watched(self, endpoint: k8s_api.Endpoint) -> None:
+        """A watch event of ``endpoint`` arrived: kopf's first listing of it is over."""
+        self.sweeper.watched(endpoint)
+
     def relisted(self, endpoint: k8s_api.Endpoint) -> None:
-        """kopf is listing ``endpoint`` again: sweep out what was deleted unseen, soon."""
+        """Sweep ``endpoint`` soon: what was deleted unseen leaves the view."""
         self.sweeper.relisted(endpoint)
 
     async def listing(self) -> Listing:

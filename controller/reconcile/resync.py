@@ -7,8 +7,10 @@ waiting for a deleted holder, a deleted agent's session recreated against the ga
 The sweep lists each kind (metadata only) and removes what the listing proves gone: an object
 absent from a listing taken at resourceVersion R, whose stored version is not newer than R.
 
-It runs shortly after kopf (re)lists a kind (which is what kopf does after every reconnect),
-and every ``period`` seconds as a backstop. The same listing shows changes whose events were
+It runs shortly after kopf lists a kind again (which is what kopf does after every reconnect),
+and every ``period`` seconds as a backstop. Kopf's first listing of a kind is not swept: the view
+held nothing of that kind before it that a listing could prove gone (unless catching up read
+some itself; see :meth:`Sweeper.listed`). The same listing shows changes whose events were
 lost (kopf stops watching a namespace it sees terminating, possibly before the agents in it are
 marked deleted): those objects are read again.
 
@@ -121,6 +123,8 @@ class Sweeper:
         """Objects read again per sweep at most (the watch delivers them too, in time)."""
         self.max_gets = 20
         """Objects read one by one when catching up; more are read with one LIST."""
+        self._first: dict[api.Endpoint, set[str]] = {endpoint: set() for endpoint, _ in kinds}
+        """The keys kopf's first listing of each kind has delivered so far, while it lasts."""
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop().create_task(self._every_period())
@@ -139,6 +143,24 @@ class Sweeper:
         """Sweep every kind shortly (the API server said a watched namespace is terminating)."""
         for endpoint, _ in self.kinds:
             self.relisted(endpoint)
+
+    def listed(self, endpoint: api.Endpoint, key: str) -> None:
+        """kopf's listing delivered ``key``: sweep ``endpoint`` after the listing, unless this is
+        kopf's first listing of it. Whatever the view holds of that kind came from that listing
+        (and the watch that follows it), so there is nothing it could have missed. A key listed
+        twice before any watch event means kopf has begun to list again (a reconnect)."""
+        first = self._first.get(endpoint)
+        if first is not None:
+            if key not in first:
+                first.add(key)
+                return
+            del self._first[endpoint]
+        self.relisted(endpoint)
+
+    def watched(self, endpoint: api.Endpoint) -> None:
+        """A watch event of ``endpoint`` arrived: kopf's first listing of it is over."""
+        if endpoint in self._first:
+            del self._first[endpoint]
 
     def relisted(self, endpoint: api.Endpoint) -> None:
         """kopf is listing ``endpoint`` (start-up or a reconnect): sweep it once the listing has
@@ -177,13 +199,19 @@ class Sweeper:
             log.info("put right objects changed while unwatched", kind=endpoint.plural, count=gone)
 
     async def listing(self) -> Listing:
-        """Every object of every kind in the view, by key and version (metadata only)."""
-        out: Listing = {}
-        for endpoint, selector in self.kinds:
-            scopes = self.namespaces if endpoint.namespaced and self.namespaces else [""]
-            versions = out.setdefault(endpoint, {})
-            for namespace in scopes:
-                versions.update((await self.api.list_versions(endpoint, namespace, selector))[1])
+        """Every object of every kind in the view, by key and version (metadata only); the
+        kinds and namespaces are listed side by side."""
+        scopes = [
+            (endpoint, selector, namespace)
+            for endpoint, selector in self.kinds
+            for namespace in (self.namespaces if endpoint.namespaced and self.namespaces else [""])
+        ]
+        found = await asyncio.gather(
+            *(self.api.list_versions(e, namespace, selector) for e, selector, namespace in scopes)
+        )
+        out: Listing = {endpoint: {} for endpoint, _ in self.kinds}
+        for (endpoint, _, _), (_, versions) in zip(scopes, found, strict=True):
+            out[endpoint].update(versions)
         return out
 
     async def catch_up(self, listing: Listing, *, stall: float = 3.0, poll: float = 0.05) -> None:
@@ -214,6 +242,8 @@ class Sweeper:
     async def _settle(self, endpoint: api.Endpoint, keys: dict[str, str]) -> None:
         """Read the objects ``keys`` names that still exist into the view; either way, they are
         no longer waited for."""
+        # The view now holds objects kopf did not list: its listing of this kind must be swept.
+        self._first.pop(endpoint, None)
         selector = dict(self.kinds).get(endpoint, "")
         scopes = self.namespaces if endpoint.namespaced and self.namespaces else [""]
         if len(keys) > self.max_gets:  # nothing delivered yet, most likely: one LIST, not N GETs

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,11 +73,16 @@ async def server() -> AsyncIterator[Server]:
     await runner.cleanup()
 
 
-def kube(url: str, token: str = "t0ken") -> tuple[KubeApi, client.Configuration]:  # noqa: S107
+def kube(
+    url: str,
+    token: str = "t0ken",  # noqa: S107
+    clock: Callable[[], float] | None = None,
+) -> tuple[KubeApi, client.Configuration]:
     cfg = client.Configuration()
     cfg.host = url
     cfg.api_key = {"authorization": f"Bearer {token}"}
-    return KubeApi(client.ApiClient(cfg), connections=2), cfg
+    seam = KubeApi(client.ApiClient(cfg), connections=2, clock=clock or time.monotonic)
+    return seam, cfg
 
 
 async def test_a_list_sends_its_query_and_reads_json_without_managed_fields(
@@ -124,20 +130,41 @@ async def test_a_write_names_its_field_manager_and_content_type(server: Server) 
     assert delete.body["preconditions"] == {"uid": "u1", "resourceVersion": "5"}
 
 
-async def test_the_token_is_read_from_the_configuration_on_every_request(server: Server) -> None:
-    k, cfg = kube(server.url, token="first")
-    tokens = iter(["second", "third"])
+def rotating(cfg: client.Configuration, *tokens: str) -> list[str]:
+    """Make ``cfg`` rotate its token to each of ``tokens`` in turn, as in-cluster configuration
+    does; the returned list records the tokens handed out."""
+    queue, handed = list(tokens), []
 
-    def refresh(conf: client.Configuration) -> None:  # as in-cluster configuration rotates it
-        conf.api_key = {"authorization": f"Bearer {next(tokens)}"}
+    def refresh(conf: client.Configuration) -> None:
+        handed.append(queue.pop(0))
+        conf.api_key = {"authorization": f"Bearer {handed[-1]}"}
 
+    cfg.refresh_api_key_hook = refresh  # type: ignore[assignment]
+    return handed
+
+
+async def test_the_token_is_read_from_the_configuration_again_once_it_may_have_rotated(
+    server: Server,
+) -> None:
+    clock = [100.0]
+    k, cfg = kube(server.url, token="first", clock=lambda: clock[0])
     try:
         await k.request("GET", "/version")
-        cfg.refresh_api_key_hook = refresh  # type: ignore[assignment]
+        handed = rotating(cfg, "second", "third")
+        clock[0] += api.AUTH_TTL / 2
+        await k.request("GET", "/version")  # reused: the refresh hook is not asked
+        clock[0] += api.AUTH_TTL
+        await k.request("GET", "/version")
         await k.request("GET", "/version")
     finally:
         await k.close()
-    assert [s.headers["authorization"] for s in server.seen] == ["Bearer first", "Bearer second"]
+    assert handed == ["second"]
+    assert [s.headers["authorization"] for s in server.seen] == [
+        "Bearer first",
+        "Bearer first",
+        "Bearer second",
+        "Bearer second",
+    ]
 
 
 async def test_a_status_answer_becomes_an_api_error_that_names_the_reason(server: Server) -> None:

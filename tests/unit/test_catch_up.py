@@ -162,3 +162,51 @@ async def test_a_version_at_or_past_the_listing_is_caught_up(stored_rv: int) -> 
     store.put(api.AGENTS, body("a", stored_rv))
     await asyncio.wait_for(s.catch_up(await s.listing(), stall=5.0, poll=0.01), 1.0)
     assert server.requests == ["list_versions"]
+
+
+def swept(s: Sweeper) -> list[Endpoint]:
+    """Record the sweeps ``s`` schedules instead of running them."""
+    sweeps: list[Endpoint] = []
+    s.relisted = sweeps.append  # type: ignore[method-assign,assignment]
+    return sweeps
+
+
+def test_kopfs_first_listing_is_not_swept() -> None:
+    """Before its first listing the view held nothing of the kind: nothing to prove gone."""
+    s, _ = sweeper(Server())
+    sweeps = swept(s)
+    for name in ("a", "b", "c"):
+        s.listed(api.AGENTS, f"{NS}/{name}")
+    assert sweeps == []
+
+
+def test_a_listing_after_a_watch_event_is_swept() -> None:
+    s, _ = sweeper(Server())
+    sweeps = swept(s)
+    s.listed(api.AGENTS, f"{NS}/a")
+    s.watched(api.AGENTS)  # the watch began: a later listing follows a reconnect
+    s.listed(api.AGENTS, f"{NS}/a")
+    assert sweeps == [api.AGENTS]
+
+
+def test_a_listing_begun_again_without_a_watch_event_is_swept() -> None:
+    """A reconnect with a quiet watch in between: the same key listed twice."""
+    s, _ = sweeper(Server())
+    sweeps = swept(s)
+    s.listed(api.AGENTS, f"{NS}/a")
+    s.listed(api.AGENTS, f"{NS}/b")
+    s.listed(api.AGENTS, f"{NS}/a")  # deleted: b, while the watch was away
+    s.listed(api.AGENTS, f"{NS}/c")
+    assert sweeps == [api.AGENTS, api.AGENTS]
+
+
+async def test_the_first_listing_is_swept_once_catching_up_read_objects_itself() -> None:
+    """What catching up read directly did not come from kopf's listing: kopf may list after
+    one of them is deleted, so that listing must be swept."""
+    server = Server({"a": body("a", 10)})
+    s, store = sweeper(server)
+    sweeps = swept(s)
+    await asyncio.wait_for(s.catch_up(await s.listing(), stall=0.0, poll=0.01), 2.0)
+    assert "team/a" in store.of(api.AGENTS)
+    s.listed(api.AGENTS, f"{NS}/b")
+    assert sweeps == [api.AGENTS]

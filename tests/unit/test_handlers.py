@@ -10,7 +10,7 @@ from typing import Any
 import kopf
 import pytest
 
-from controller import handlers
+from controller import handlers, operator
 from controller.k8s import api
 from controller.operator import Options, build_registry
 
@@ -72,8 +72,11 @@ class _Intake:
     def observe(self, kind: api.Endpoint, body: dict[str, Any], deleted: bool = False) -> None:
         self.seen.append((kind.plural, body["metadata"]["name"], deleted, threading.get_ident()))
 
-    def relisted(self, kind: api.Endpoint) -> None:
+    def listed(self, kind: api.Endpoint, body: dict[str, Any]) -> None:
         self.seen.append((kind.plural, "(listed)", False, threading.get_ident()))
+
+    def watched(self, kind: api.Endpoint) -> None:
+        self.seen.append((kind.plural, "(watched)", False, threading.get_ident()))
 
 
 @pytest.mark.parametrize("event_type", ["ADDED", "MODIFIED", None, "DELETED"])
@@ -89,11 +92,40 @@ async def test_a_handler_hands_the_event_to_the_intake_on_the_loop_thread(
     await by_id["observe-configmaps"](event=event, memo=memo)
     loop_thread = threading.get_ident()
     deleted = event_type == "DELETED"
-    listed = [("agentspecs", "(listed)", False, loop_thread)] if event_type is None else []
-    listed_cm = [("configmaps", "(listed)", False, loop_thread)] if event_type is None else []
+    then = "(listed)" if event_type is None else "(watched)"
+    listed = [("agentspecs", then, False, loop_thread)]
+    listed_cm = [("configmaps", then, False, loop_thread)]
     assert intake.seen == [
         ("agentspecs", "x", deleted, loop_thread),
         *listed,
         ("configmaps", "x", deleted, loop_thread),
         *listed_cm,
     ]
+
+
+async def test_the_start_up_listing_is_tried_again_while_the_api_server_is_away() -> None:
+    """The listing runs beside kopf's (the start-up handler no longer waits for it), so it
+    retries by itself instead of through kopf's start-up retries."""
+    answers: list[Any] = [
+        api.ApiError(0, "GET", "/apis", {"reason": "Unreachable"}),
+        api.ApiError(503, "GET", "/apis", {"reason": "ServiceUnavailable"}),
+        {api.AGENTS: {"team/a": "7"}},
+    ]
+
+    class Listing:
+        calls = 0
+
+        async def listing(self) -> Any:
+            self.calls += 1
+            answer = answers.pop(0)
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+
+    controller = Listing()
+    found = await asyncio.wait_for(
+        operator._list_until_answered(controller, retry=0.01),  # type: ignore[arg-type]
+        1.0,
+    )
+    assert found == {api.AGENTS: {"team/a": "7"}}
+    assert controller.calls == 3
