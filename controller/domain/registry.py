@@ -53,7 +53,7 @@ _Filer = Callable[[MultiIndex[Any, str], Any, str], None]
 """``MultiIndex.add`` or ``MultiIndex.discard``: one walk over an object files or unfiles it."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Affected:
     """What must be reconciled again after a change (keys are ``namespace/name``; types by name).
 
@@ -70,6 +70,10 @@ class Affected:
     """ResourceTypes whose closure, cycle or unknown parents may have changed."""
 
     def __or__(self, other: Affected) -> Affected:
+        if not other:  # the common case: most changes affect nothing more
+            return self
+        if not self:
+            return other
         return Affected(
             agents=self.agents | other.agents,
             tools=self.tools | other.tools,

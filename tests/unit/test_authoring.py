@@ -1073,9 +1073,16 @@ class _Doc:
         return at
 
 
-_WORD = st.from_regex(r"[a-z][a-z0-9-]{0,5}", fullmatch=True).filter(
-    lambda w: w not in ("true", "false", "null", "inf", "nan")
-)
+_KEYWORDS = ("true", "false", "null", "inf", "nan")
+"""Words KDL reserves: never a bare identifier."""
+_WORD = st.from_regex(r"[a-z][a-z0-9-]{0,5}", fullmatch=True).filter(lambda w: w not in _KEYWORDS)
+
+
+def _bare(prefix: str) -> st.SearchStrategy[str]:
+    """A bare identifier starting with ``prefix`` (``n`` + ``ull`` would be a keyword)."""
+    return _WORD.map(lambda w: prefix + w).filter(lambda w: w not in _KEYWORDS)
+
+
 _TEXT = st.text(
     st.characters(blacklist_categories=("Cs", "Cc", "Cf", "Zl", "Zp"), max_codepoint=0x1FFFF),
     max_size=8,
@@ -1096,7 +1103,7 @@ def _value(draw: st.DrawFn, v2: bool) -> str:
         extra = [
             _TEXT.filter(lambda t: '"#' not in t).map(lambda t: f'#"{t}"#'),
             st.sampled_from(["#true", "#false", "#null"]),
-            _WORD.map(lambda w: "v" + w),
+            _bare("v"),
             st.just('"""\n    one\n    two\n    """'),
         ]
     else:
@@ -1115,10 +1122,8 @@ def _space(draw: st.DrawFn) -> str:
 
 
 def _node(draw: st.DrawFn, doc: _Doc, v2: bool, depth: int) -> _Expected:
-    if draw(st.booleans()):
-        name = doc.add(draw(_WORD.map(lambda w: "n" + w)))
-    else:
-        name = doc.add(_quoted(draw(_TEXT)))
+    bare = draw(st.booleans())
+    name = doc.add(draw(_bare("n")) if bare else _quoted(draw(_TEXT)))
     node = _Expected(name)
     keys = iter(range(1000))
     for _ in range(draw(st.integers(0, 4))):
