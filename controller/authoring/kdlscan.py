@@ -253,7 +253,7 @@ class Scanner:
             self.i += 1
         if self._peek() != '"':
             raise self._fail("expected '\"' to start a raw string")
-        multi = self._starts('"""')
+        multi = prefix == 0 and self._starts('"""')  # v1 has no multi-line raw strings
         self.i += 3 if multi else 1
         closing = ('"""' if multi else '"') + "#" * hashes
         end = self.text.find(closing, self.i)

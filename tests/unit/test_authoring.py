@@ -1101,7 +1101,10 @@ def _value(draw: st.DrawFn, v2: bool) -> str:
     ]
     if v2:
         extra = [
-            _TEXT.filter(lambda t: '"#' not in t).map(lambda t: f'#"{t}"#'),
+            # ``#"""`` opens a multi-line raw string in v2: not what this one is
+            _TEXT.filter(lambda t: '"#' not in t and not (t + '"').startswith('""')).map(
+                lambda t: f'#"{t}"#'
+            ),
             st.sampled_from(["#true", "#false", "#null"]),
             _bare("v"),
             st.just('"""\n    one\n    two\n    """'),
@@ -1199,6 +1202,21 @@ def test_scanner_positions_match_generated_documents(case: tuple[str, list[_Expe
                 compare(p.children, w.children, c.children)
 
     compare(scan(text), expected, cdoc.nodes)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ('n r#"""# k=1\n', '"'),  # v1: a raw string holding one quote, not a multi-line opener
+        ('n r#""x"# k=1\n', '"x'),
+        ('n #"""\n  a\n  """# k=1\n', "a"),  # v2: the multi-line raw string
+    ],
+)
+def test_the_scanner_reads_raw_strings_as_kdl_does(text: str, value: str) -> None:
+    (node,) = scan(text)
+    assert node.args == [Lines(text).pos(2)]  # the argument starts after "n "
+    assert set(node.props) == {"k"}
+    assert ckdl.parse(text).nodes[0].args == [value]
 
 
 @given(
