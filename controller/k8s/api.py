@@ -63,6 +63,11 @@ class ApiError(Exception):
         return self.status == 0
 
     @property
+    def away(self) -> bool:
+        """The API server itself is not serving: no answer, or 503 (starting, stopping)."""
+        return self.status in {0, 503}
+
+    @property
     def refused(self) -> bool:
         """The request itself was refused (invalid, too large, forbidden): sending it again
         unchanged will not help, the object or its inputs must change."""
