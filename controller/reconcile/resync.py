@@ -207,11 +207,14 @@ class Sweeper:
             for namespace in (self.namespaces if endpoint.namespaced and self.namespaces else [""])
         ]
         found = await asyncio.gather(
-            *(self.api.list_versions(e, namespace, selector) for e, selector, namespace in scopes)
+            *(self.api.list_versions(e, namespace, selector) for e, selector, namespace in scopes),
+            return_exceptions=True,  # every listing ends before the first failure is raised
         )
         out: Listing = {endpoint: {} for endpoint, _ in self.kinds}
-        for (endpoint, _, _), (_, versions) in zip(scopes, found, strict=True):
-            out[endpoint].update(versions)
+        for (endpoint, _, _), result in zip(scopes, found, strict=True):
+            if isinstance(result, BaseException):
+                raise result
+            out[endpoint].update(result[1])
         return out
 
     async def catch_up(self, listing: Listing, *, stall: float = 3.0, poll: float = 0.05) -> None:
