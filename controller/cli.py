@@ -15,6 +15,7 @@ bindery resolve --tool T --slot S VALUE  (in a session) a deferred parameter slo
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from pathlib import Path
@@ -65,14 +66,29 @@ def _cluster_env(args: argparse.Namespace) -> int:
     return 0
 
 
-def _positive(text: str) -> float:
-    """An argparse type: a number of seconds above zero."""
+def _seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a finite number of seconds")
+    return value
+
+
+def _positive(text: str) -> float:
+    """An argparse type: a number of seconds above zero."""
+    value = _seconds(text)
     if not value > 0:
         raise argparse.ArgumentTypeError(f"{text!r}: give a number of seconds above 0")
+    return value
+
+
+def _not_negative(text: str) -> float:
+    """An argparse type: a number of seconds, zero or more."""
+    value = _seconds(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of seconds, 0 or more")
     return value
 
 
@@ -87,6 +103,7 @@ def _run(args: argparse.Namespace) -> int:
         leader_election=not args.standalone,
         election_namespace=args.leader_election_namespace,
         election_name=args.leader_election_id,
+        api_wait=args.wait_for_api_server,
     )
     try:
         return run(
@@ -188,6 +205,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=30.0,
         help="how often every kind is listed (metadata only) to put right what a watch missed, "
         "such as a deletion during an API-server restart (default: 30)",
+    )
+    run.add_argument(
+        "--wait-for-api-server",
+        type=_not_negative,
+        default=30.0,
+        metavar="SECONDS",
+        help="at start-up, how long to keep asking an API server that does not answer before "
+        "exiting with code 4 (default: 30; 0 exits at once)",
     )
     mode = run.add_mutually_exclusive_group()
     mode.add_argument(

@@ -59,6 +59,8 @@ class Options:
     election_namespace: str = ""
     election_name: str = "bindery-controller"
     identity: str = field(default_factory=_identity)
+    api_wait: float = 30.0
+    """Seconds to wait at start-up for an API server that does not answer, before exiting."""
 
 
 def build_registry(options: Options, stop: asyncio.Event) -> kopf.OperatorRegistry:
@@ -182,7 +184,7 @@ def run(*, options: Options, liveness: str, metrics_port: int, log_level: str) -
     check_liveness_port(liveness)
     if metrics_port:
         check_port(metrics_port, "", "metrics server", "--metrics-port=PORT")
-    check_cluster(load_client())
+    check_cluster(load_client(), wait=options.api_wait)
     if options.leader_election and not options.election_namespace:
         options = replace(options, election_namespace=default_namespace())
     if metrics_port:

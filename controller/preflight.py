@@ -12,10 +12,12 @@ import asyncio
 import errno
 import os
 import socket
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import structlog
 from kubernetes import client, config
 
 from controller.domain.models import GROUP, VERSION
@@ -30,6 +32,8 @@ EXIT_NO_CRDS = 5
 EXIT_PORT_IN_USE = 6
 """The liveness or metrics port is taken (often: another ``bindery run``)."""
 
+log = structlog.get_logger("bindery.preflight")
+
 PLURALS = ("resourcetypes", "resources", "tools", "agentspecs")
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
@@ -40,6 +44,8 @@ class PreflightError(Exception):
 
     message: str
     code: int
+    transient: bool = False
+    """The API server gave no answer (or said it is not ready): it may be back in a moment."""
 
     def __str__(self) -> str:
         return self.message
@@ -89,11 +95,12 @@ async def _check_api(api: client.ApiClient) -> None:
         try:
             await kube.request("GET", "/version")
         except ApiError as exc:
-            if exc.unreachable:
+            if exc.away:
                 raise PreflightError(
                     f"the API server at {server} is unreachable ({exc.message}); check that it "
                     "runs and that the kubeconfig's current context points at it",
                     EXIT_UNREACHABLE,
+                    transient=True,
                 ) from exc
             if exc.status in (401, 403):
                 raise PreflightError(
@@ -128,9 +135,30 @@ async def _check_api(api: client.ApiClient) -> None:
         await kube.close()
 
 
-def check_cluster(api: client.ApiClient) -> None:
-    """The API server answers and serves the four Bindery kinds."""
-    asyncio.run(_check_api(api))
+def check_cluster(api: client.ApiClient, *, wait: float = 0.0, retry: float = 2.0) -> None:
+    """The API server answers and serves the four Bindery kinds.
+
+    An API server that does not answer is asked again every ``retry`` seconds for up to ``wait``
+    seconds (a controller restarted while the control plane restarts too should not exit, and be
+    held back by its restart backoff); every other failure, and the last, is raised at once.
+    """
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            asyncio.run(_check_api(api))
+        except PreflightError as exc:
+            left = deadline - time.monotonic()
+            if not exc.transient or left <= 0:
+                raise
+            log.warning(
+                "waiting for the API server",
+                server=api.configuration.host,
+                error=exc.message,
+                seconds_left=round(left, 1),
+            )
+            time.sleep(min(retry, left))
+            continue
+        return
 
 
 def check_port(port: int, host: str, what: str, flag: str) -> None:

@@ -3,13 +3,18 @@ its own exit code for each thing that stops it from starting."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import socket
 import subprocess
 import sys
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
@@ -77,8 +82,88 @@ def _pointed_at(cluster: Cluster, server: str, path: Path) -> Path:
 def test_unreachable_api_server(cluster: Cluster, tmp_path: Path) -> None:
     server = f"https://127.0.0.1:{free_port()}"
     kubeconfig = _pointed_at(cluster, server, tmp_path / "kubeconfig")
-    proc = bindery_run(kubeconfig=kubeconfig, home=tmp_path, timeout=30)
+    started = time.monotonic()
+    proc = bindery_run("--wait-for-api-server=3", kubeconfig=kubeconfig, home=tmp_path, timeout=30)
+    assert time.monotonic() - started >= 3  # asked again while the wait lasted
+    assert "waiting for the API server" in proc.stderr + proc.stdout
     assert_one_line_error(proc, EXIT_UNREACHABLE, "unreachable", server)
+
+
+@contextlib.contextmanager
+def _forwarding(port: int, to: tuple[str, int]) -> Iterator[None]:
+    """Forward TCP from 127.0.0.1:``port`` to ``to`` (TLS passes through untouched): the API
+    server, reachable at the kubeconfig's address from now on."""
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+
+    async def connected(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection(*to)
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    async def serve() -> None:
+        server = await asyncio.start_server(connected, "127.0.0.1", port)
+        ready.set()
+        async with server:
+            await server.serve_forever()
+
+    async def shutdown() -> None:
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    asyncio.run_coroutine_threadsafe(serve(), loop)
+    assert ready.wait(10), "the forwarder did not start"
+    try:
+        yield
+    finally:
+        asyncio.run_coroutine_threadsafe(shutdown(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
+
+
+def test_an_api_server_back_within_the_wait_is_waited_for(
+    cluster: Cluster, crds: list[str], namespace: str, tmp_path: Path
+) -> None:
+    """A controller restarted while the control plane restarts too keeps asking instead of
+    exiting (and being held back by its pod's restart backoff)."""
+    real = urlsplit(
+        yaml.safe_load(cluster.kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
+    )
+    port = free_port()
+    kubeconfig = _pointed_at(cluster, f"https://127.0.0.1:{port}", tmp_path / "kubeconfig")
+    log = tmp_path / "controller.log"
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBERNETES_SERVICE_HOST",)}
+    env.update(KUBECONFIG=str(kubeconfig), PYTHONPATH=str(REPO_ROOT))
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "controller", "run", "--standalone", "--namespace", namespace,
+             "--liveness=", "--metrics-port=0", "--wait-for-api-server=60"],
+            stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO_ROOT,
+        )  # fmt: skip
+    try:
+        wait_for(lambda: "waiting for the API server" in log.read_text(), what="a first wait")
+        with _forwarding(port, (real.hostname or "127.0.0.1", real.port or 443)):
+            wait_for(lambda: "controller started" in log.read_text(), what="the controller")
+            assert proc.poll() is None, log.read_text()[-2000:]
+            proc.kill()  # before the forwarder goes: no connection is left half open
+            proc.wait(10)
+    finally:
+        proc.kill()
+        proc.wait(10)
 
 
 @pytest.fixture

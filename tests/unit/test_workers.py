@@ -139,11 +139,15 @@ async def test_a_pass_that_alone_gets_no_answer_is_retried_at_the_probes_pace() 
 
     server = OneAway(status=0)
     workers = pool(server, ["stuck", "b", "c"])
+    loop = asyncio.get_running_loop()
+    started = loop.time()
     workers.start()
     try:
         await asyncio.sleep(1.0)
     finally:
         await workers.stop()
-    assert server.attempts["others"] > 100
-    # its retry as the probe and the releases, each at most once per probe interval
-    assert 5 <= server.attempts["stuck"] <= 2 * (1.0 / workers.probe_seconds) + 2
+    elapsed = loop.time() - started
+    # a loop would retry it as often as the others; its retry as the probe and the releases
+    # happen at most once per probe interval each
+    assert server.attempts["others"] >= 3 * server.attempts["stuck"], server.attempts
+    assert 2 <= server.attempts["stuck"] <= 2 * (elapsed / workers.probe_seconds) + 2
