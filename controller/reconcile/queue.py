@@ -22,6 +22,7 @@ class WorkQueue(Generic[K]):
         self._active: set[K] = set()
         self._dirty: set[K] = set()
         self._failures: dict[K, int] = {}
+        self._timers: dict[K, asyncio.TimerHandle] = {}
 
     def __len__(self) -> int:
         return len(self._pending)
@@ -34,7 +35,20 @@ class WorkQueue(Generic[K]):
             self._queue.put_nowait(item)
 
     def add_after(self, item: K, delay: float) -> None:
-        asyncio.get_running_loop().call_later(delay, self.add, item)
+        """Add ``item`` in ``delay`` seconds. An item waits on one timer at most, the earliest
+        asked for: retries scheduled from several passes never multiply."""
+        loop = asyncio.get_running_loop()
+        when = loop.time() + delay
+        timer = self._timers.get(item)
+        if timer is not None:
+            if timer.when() <= when:
+                return
+            timer.cancel()
+        self._timers[item] = loop.call_at(when, self._due, item)
+
+    def _due(self, item: K) -> None:
+        self._timers.pop(item, None)
+        self.add(item)
 
     async def get(self) -> K:
         item = await self._queue.get()

@@ -141,6 +141,19 @@ async def test_add_after_dedups_with_pending() -> None:
     assert len(q) == 1
 
 
+async def test_an_item_waits_on_one_timer_the_earliest() -> None:
+    """Retries asked for by several passes never multiply into several timers."""
+    q: WorkQueue[str] = WorkQueue()
+    q.add_after("a", 0.2)
+    q.add_after("a", 0.05)  # earlier: replaces the first
+    q.add_after("a", 0.3)  # later: the earlier one stands
+    assert await asyncio.wait_for(q.get(), timeout=0.15) == "a"
+    q.done("a")
+    await assert_empty(q)  # the replaced and the later ask added nothing more
+    await asyncio.sleep(0.3)
+    assert len(q) == 0
+
+
 def test_retry_delay_doubles_and_caps() -> None:
     q: WorkQueue[str] = WorkQueue()
     delays = [q.retry_delay("a") for _ in range(10)]
