@@ -76,7 +76,7 @@ def line(r: RunResult) -> str:
         f"deletion), stuck {r.stuck}, lost {r.lost_updates}"
         f", unintended relaunches {r.unintended_relaunches} (intended {r.intended_relaunches}"
         f" for {r.relaunch_raises} raises, {r.pods_recreated_in_place} in place) | converged "
-        f"{conv}, kills {r.controller_kills}, "
+        f"{conv}, kills {r.controller_kills}, exits {r.controller_exits}, "
         f"api {len(r.apiserver_disruptions)}, sts recreated {r.workload_recreations}, "
         f"controller errors {r.controller_errors}, ns gone "
         f"{r.namespace_gone_after if r.namespace_gone_after is not None else 'NO'}"
@@ -97,6 +97,7 @@ def totals(results: list[RunResult]) -> dict[str, object]:
         "relaunch_raises",
         "workload_recreations",
         "controller_kills",
+        "controller_exits",
         "controller_errors",
         "gaps",
         "in_namespace_deletion",

@@ -47,6 +47,9 @@ class Controller:
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
         self.kills = 0
+        self.exits: list[str] = []
+        """Starts that ended without the harness's signal (a supervisor would restart them)."""
+        self._exits_seen: set[subprocess.Popen[bytes]] = set()
 
     @property
     def log_path(self) -> Path:
@@ -93,17 +96,24 @@ class Controller:
         raise HarnessError(f"the controller did not start in {timeout} s; see {self.log_path}")
 
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        """Still running; a controller found to have exited by itself is counted in ``exits``."""
+        if self.proc is None:
+            return False
+        code = self.proc.poll()
+        if code is not None and self.proc not in self._exits_seen:
+            self._exits_seen.add(self.proc)
+            self.exits.append(f"{self.log_path.name} exited by itself with code {code}")
+        return code is None
 
     def kill(self) -> None:
         """SIGKILL: no cleanup, as a crashed or evicted controller pod."""
-        if self.proc is not None and self.proc.poll() is None:
+        if self.alive() and self.proc is not None:
             self.proc.kill()
             self.proc.wait(timeout=10)
             self.kills += 1
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
+        if self.alive() and self.proc is not None:
             self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(timeout=20)

@@ -66,6 +66,8 @@ class RunResult:
     relaunch_raises: int = 0
     workload_recreations: int = 0
     controller_kills: int = 0
+    controller_exits: int = 0
+    """Controller processes that ended by themselves during the run (none should)."""
     apiserver_disruptions: list[str] = field(default_factory=list)
     in_namespace_deletion: int = 0
     """Of the exclusivity and delivered-without-hold episodes: those that began after the
@@ -217,6 +219,8 @@ def run_once(
     result.refused = sum(churn.refused.values())
     result.actions = dict(sorted((churn.made + churn.refused).items()))
     result.controller_kills = controller.kills
+    result.controller_exits = len(controller.exits)
+    result.evidence.extend(controller.exits)
     recorder.dump(log_dir / "versions.jsonl")
     _judge(result, replay(recorder.versions), recorder.gaps)
     errors = controller.error_lines()

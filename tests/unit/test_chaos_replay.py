@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
+from chaos.plane import Controller
 from chaos.replay import (
     AGENT,
     CONFIG_MAP,
@@ -206,3 +210,19 @@ def test_final_state_lost_update() -> None:
     wrong_uri["status"]["work"]["uri"] = X
     result = final_state([lagging, wrong_uri], [lease_obj(X, "a")], [])
     assert len(result.lost) == 2
+
+
+def test_a_controller_that_exits_by_itself_is_counted(tmp_path: Path) -> None:
+    """Only starts that end without the harness's SIGKILL count as exits, each once."""
+    controller = Controller(str(tmp_path / "kubeconfig"), "ns", tmp_path)
+    controller.proc = subprocess.Popen([sys.executable, "-c", "raise SystemExit(4)"])
+    controller.proc.wait(10)
+    assert not controller.alive()
+    assert not controller.alive()
+    controller.kill()  # nothing left to kill
+    assert controller.exits == ["controller-0.log exited by itself with code 4"]
+    assert controller.kills == 0
+    controller.proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    controller.kill()
+    assert controller.kills == 1
+    assert len(controller.exits) == 1
