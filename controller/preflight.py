@@ -88,6 +88,16 @@ def default_namespace() -> str:
     return str((active or {}).get("context", {}).get("namespace") or "default")
 
 
+async def _ready(kube: KubeApi) -> bool:
+    """The API server says it is ready (``/readyz``: every post-start hook done, the CRDs read
+    back from etcd among them)."""
+    try:
+        await kube.request("GET", "/readyz", accept="*/*")
+    except ApiError:
+        return False
+    return True
+
+
 async def _check_api(api: client.ApiClient) -> None:
     server = api.configuration.host
     kube = KubeApi(api, connections=1)
@@ -123,6 +133,14 @@ async def _check_api(api: client.ApiClient) -> None:
         )
         served = {str(r.get("name", "")) for r in discovery.get("resources") or []}
         missing = [p for p in PLURALS if p not in served]
+        if missing and not await _ready(kube):
+            # Just started: it serves discovery before it has read the CRDs back from etcd.
+            raise PreflightError(
+                f"the API server at {server} is not ready yet (its /readyz fails), so it does "
+                "not serve Bindery's kinds yet; check its health if this lasts",
+                EXIT_UNREACHABLE,
+                transient=True,
+            )
         if missing:
             names = ", ".join(f"{p}.{GROUP}" for p in missing)
             raise PreflightError(

@@ -1,0 +1,120 @@
+"""The start-up check against an API server that has only just started.
+
+A small HTTP server stands in for kube-apiserver's discovery and ``/readyz`` (what the check
+reads); the real server's exit codes are proven in tests/integration/test_run_errors.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+from aiohttp import web
+from kubernetes import client
+
+from controller.domain.models import GROUP, VERSION
+from controller.preflight import (
+    EXIT_NO_CRDS,
+    EXIT_UNREACHABLE,
+    PLURALS,
+    PreflightError,
+    check_cluster,
+)
+
+
+@dataclass
+class Plane:
+    """What the stand-in answers: whether ``/readyz`` passes and whether the CRDs are served."""
+
+    url: str = ""
+    ready: list[bool] = field(default_factory=lambda: [False])
+    """One answer per /readyz request (the last one repeats)."""
+    crds_after: int = 1_000_000
+    """Discovery serves Bindery's kinds from this /apis request on (0: at once)."""
+    apis_asked: int = 0
+
+
+def _app(plane: Plane) -> web.Application:
+    async def version(_: web.Request) -> web.Response:
+        return web.json_response({"major": "1", "minor": "36"})
+
+    async def apis(_: web.Request) -> web.Response:
+        plane.apis_asked += 1
+        groups = []
+        if plane.apis_asked > plane.crds_after:
+            groups = [{"name": GROUP, "versions": [{"version": VERSION}]}]
+        return web.json_response({"groups": groups})
+
+    async def group(_: web.Request) -> web.Response:
+        return web.json_response({"resources": [{"name": p} for p in PLURALS]})
+
+    async def readyz(_: web.Request) -> web.Response:
+        ok = plane.ready.pop(0) if len(plane.ready) > 1 else plane.ready[0]
+        return web.Response(status=200 if ok else 500, text="ok" if ok else "[-]crd failed")
+
+    app = web.Application()
+    app.router.add_get("/version", version)
+    app.router.add_get("/apis", apis)
+    app.router.add_get(f"/apis/{GROUP}/{VERSION}", group)
+    app.router.add_get("/readyz", readyz)
+    return app
+
+
+@pytest.fixture
+def plane() -> Iterator[Plane]:
+    state = Plane()
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+    runner = web.AppRunner(_app(state))
+
+    async def serve() -> None:
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        state.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
+        started.set()
+
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    asyncio.run_coroutine_threadsafe(serve(), loop)
+    assert started.wait(10)
+    yield state
+    asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(10)
+    loop.close()
+
+
+def _client(url: str) -> client.ApiClient:
+    cfg = client.Configuration()
+    cfg.host = url
+    return client.ApiClient(cfg)
+
+
+def test_kinds_missing_while_the_api_server_is_not_ready_is_not_yet_missing_crds(
+    plane: Plane,
+) -> None:
+    with pytest.raises(PreflightError) as caught:
+        check_cluster(_client(plane.url))
+    assert caught.value.code == EXIT_UNREACHABLE
+    assert caught.value.transient
+    assert "not ready yet" in caught.value.message
+
+
+def test_kinds_missing_from_a_ready_api_server_are_missing_crds(plane: Plane) -> None:
+    plane.ready = [True]
+    with pytest.raises(PreflightError) as caught:
+        check_cluster(_client(plane.url), wait=5.0, retry=0.05)  # no wait: nothing will change
+    assert caught.value.code == EXIT_NO_CRDS
+    assert not caught.value.transient
+    assert plane.apis_asked == 1
+
+
+def test_an_api_server_that_becomes_ready_within_the_wait_passes(plane: Plane) -> None:
+    plane.ready = [False, False, True]
+    plane.crds_after = 2  # the third look at discovery finds the CRDs
+    check_cluster(_client(plane.url), wait=5.0, retry=0.05)
+    assert plane.apis_asked == 3
