@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-# kubectl, kwok, helm) from the Go module proxy into a cache outside the repository, keyed by
+# kubectl, kubelet, kwok, helm) from the Go module proxy into a cache outside the repository, keyed by
 # the pinned versions. Prints the bin directory on stdout; progress goes to stderr.
 #
 #   tools/build.sh                   build what is missing, print the bin directory
@@ -92,6 +92,8 @@ build k8s kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$ldf"
 build k8s kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "$ldf"
 build k8s kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler "$ldf"
 build k8s kubectl k8s.io/kubernetes/cmd/kubectl "$ldf"
+# The real node's kubelet, from the same module and version as the control plane.
+build k8s kubelet k8s.io/kubernetes/cmd/kubelet "$ldf"
 build kwok kwok sigs.k8s.io/kwok/cmd/kwok "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION"
 # kwok needs Stage objects that say how fake nodes and pods move through their lifecycle; its
 # module ships the standard "fast" set (nodes become Ready, pods become Running at once).
