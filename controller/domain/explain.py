@@ -1,6 +1,6 @@
 """Why an agent is (not) Ready: the controller's own decision, recomputed from observed objects.
 
-``bindery why`` lists the live objects (controller/why.py) and hands them here as plain API
+``bindery why`` lists the live objects (controller/cli/why.py) and hands them here as plain API
 bodies. This module feeds them through the same engine the controller runs (the registry and its
 slot resolution, the work-hold plan, the launch plan, the status builder), so the explanation can
 not disagree with the status the controller writes, and renders it as one screen of text or as

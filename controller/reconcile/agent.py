@@ -26,7 +26,6 @@ from typing import Any
 
 import structlog
 
-from controller import metrics
 from controller.domain import delivery, status
 from controller.domain.models import AgentObject
 from controller.domain.refs import Request
@@ -35,6 +34,7 @@ from controller.domain.results import AgentResolution
 from controller.domain.work import WorkPlan
 from controller.k8s import api, builders
 from controller.k8s.api import ApiError
+from controller.reconcile import metrics
 from controller.reconcile.delivery import BindingsDelivery
 from controller.reconcile.events import EventRecorder
 from controller.reconcile.holds import FINALIZER, WorkHolds

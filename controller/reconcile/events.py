@@ -9,9 +9,9 @@ from typing import Any
 
 import structlog
 
-from controller import metrics
 from controller.domain.status import Note
 from controller.k8s import api, builders
+from controller.reconcile import metrics
 
 log = structlog.get_logger("bindery.events")
 

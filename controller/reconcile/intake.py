@@ -16,12 +16,12 @@ from typing import Any
 import structlog
 from pydantic import ValidationError
 
-from controller import metrics
 from controller.domain.models import AgentObject, parse_object
 from controller.domain.refs import Kind, Ref, Request
 from controller.domain.registry import Affected, Registry
 from controller.domain.work import Hold
 from controller.k8s import api, builders
+from controller.reconcile import metrics
 from controller.reconcile.index import HoldIndex, WantedIndex, hold_from, hold_problem
 from controller.reconcile.store import Body, Store
 

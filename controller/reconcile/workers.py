@@ -9,10 +9,10 @@ from typing import Any
 
 import structlog
 
-from controller import metrics
 from controller.domain.refs import Kind, Request
 from controller.k8s import api
 from controller.k8s.api import ApiError
+from controller.reconcile import metrics
 from controller.reconcile.kinds import Reconciler
 from controller.reconcile.queue import WorkQueue
 from controller.reconcile.store import Store

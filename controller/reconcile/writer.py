@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from controller import metrics
 from controller.domain.models import AgentObject
 from controller.domain.refs import Request
 from controller.k8s import builders
 from controller.k8s.api import ApiError, Endpoint, KubeApi
+from controller.reconcile import metrics
 
 Body = dict[str, Any]
 Sink = Callable[[Endpoint, Body, bool, Request], None]

@@ -20,12 +20,7 @@ import pytest
 import yaml
 
 from controller.cluster import LocalCluster, free_port
-from controller.preflight import (
-    EXIT_NO_CRDS,
-    EXIT_NO_KUBECONFIG,
-    EXIT_PORT_IN_USE,
-    EXIT_UNREACHABLE,
-)
+from controller.runtime.exits import Exit
 from tests.conftest import REPO_ROOT, Cluster, ControllerProcess, wait_for
 from tests.integration.kube import get
 
@@ -66,9 +61,9 @@ def assert_one_line_error(proc: subprocess.CompletedProcess[str], code: int, *pa
 
 def test_missing_kubeconfig(tmp_path: Path) -> None:
     proc = bindery_run(kubeconfig=tmp_path / "nowhere", home=tmp_path)
-    assert_one_line_error(proc, EXIT_NO_KUBECONFIG, "no kubeconfig", str(tmp_path / "nowhere"))
+    assert_one_line_error(proc, Exit.NO_KUBECONFIG, "no kubeconfig", str(tmp_path / "nowhere"))
     proc = bindery_run(kubeconfig=None, home=tmp_path)  # ~/.kube/config absent
-    assert_one_line_error(proc, EXIT_NO_KUBECONFIG, "~/.kube/config", "KUBECONFIG")
+    assert_one_line_error(proc, Exit.NO_KUBECONFIG, "~/.kube/config", "KUBECONFIG")
 
 
 def _pointed_at(cluster: Cluster, server: str, path: Path) -> Path:
@@ -86,7 +81,7 @@ def test_unreachable_api_server(cluster: Cluster, tmp_path: Path) -> None:
     proc = bindery_run("--wait-for-api-server=3", kubeconfig=kubeconfig, home=tmp_path, timeout=30)
     assert time.monotonic() - started >= 3  # asked again while the wait lasted
     assert "waiting for the API server" in proc.stderr + proc.stdout
-    assert_one_line_error(proc, EXIT_UNREACHABLE, "unreachable", server)
+    assert_one_line_error(proc, Exit.UNREACHABLE, "unreachable", server)
 
 
 @contextlib.contextmanager
@@ -180,7 +175,7 @@ def bare_cluster(tmp_path: Path) -> Iterator[Path]:
 def test_missing_crds(bare_cluster: Path, tmp_path: Path) -> None:
     proc = bindery_run(kubeconfig=bare_cluster, home=tmp_path)
     assert_one_line_error(
-        proc, EXIT_NO_CRDS, "agentspecs.bindery.dev", "kubectl apply --server-side -f crds/"
+        proc, Exit.NO_CRDS, "agentspecs.bindery.dev", "kubectl apply --server-side -f crds/"
     )
 
 
@@ -196,7 +191,7 @@ def test_port_in_use(cluster: Cluster, crds: list[str], tmp_path: Path, flag: st
             else ["--metrics-port", str(port)]
         )
         proc = bindery_run(*args, "--standalone", kubeconfig=cluster.kubeconfig, home=tmp_path)
-    assert_one_line_error(proc, EXIT_PORT_IN_USE, f"port {port}", "in use")
+    assert_one_line_error(proc, Exit.PORT_IN_USE, f"port {port}", "in use")
 
 
 def test_standalone_and_leader_elect_exclude_each_other(tmp_path: Path) -> None:

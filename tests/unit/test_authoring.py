@@ -23,7 +23,7 @@ from controller.authoring.errors import AuthoringError
 from controller.authoring.kdl import quote
 from controller.authoring.kdlscan import Lines, PNode, scan
 from controller.authoring.manifests import dump_yaml
-from controller.cli import main as bindery_main
+from controller.cli.main import main as bindery_main
 from controller.domain.models import (
     AgentObject,
     AgentSpecSpec,
@@ -942,7 +942,7 @@ def test_bindery_command_has_the_authoring_subcommands(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The command configures logging for the whole process; keep pytest's handlers.
-    monkeypatch.setattr("controller.logs.configure", lambda *a, **k: None)
+    monkeypatch.setattr("controller.runtime.logs.configure", lambda *a, **k: None)
     path = tmp_path / "dev.kdl"
     path.write_text(SEED_AGENT)
     assert bindery_main(["render", str(path)]) == 0

@@ -10,9 +10,9 @@ from typing import Any
 import kopf
 import pytest
 
-from controller import handlers, operator
 from controller.k8s import api
-from controller.operator import Options, build_registry
+from controller.runtime import handlers, operator
+from controller.runtime.operator import Options, build_registry
 
 
 def _registry() -> kopf.OperatorRegistry:

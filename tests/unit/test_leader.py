@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from controller.leader import MICRO, lease_expired
+from controller.runtime.leader import MICRO, lease_expired
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 

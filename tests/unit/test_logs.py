@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from controller import logs
+from controller.runtime import logs
 
 URL = "GET https://127.0.0.1:6443/apis/bindery.dev/v1alpha1/agentspecs?watch=true"
 

@@ -16,9 +16,8 @@ from aiohttp import web
 from kubernetes import client
 
 from controller.domain.models import GROUP, VERSION
-from controller.preflight import (
-    EXIT_NO_CRDS,
-    EXIT_UNREACHABLE,
+from controller.runtime.exits import Exit
+from controller.runtime.preflight import (
     PLURALS,
     PreflightError,
     check_cluster,
@@ -99,7 +98,7 @@ def test_kinds_missing_while_the_api_server_is_not_ready_is_not_yet_missing_crds
 ) -> None:
     with pytest.raises(PreflightError) as caught:
         check_cluster(_client(plane.url))
-    assert caught.value.code == EXIT_UNREACHABLE
+    assert caught.value.code == Exit.UNREACHABLE
     assert caught.value.transient
     assert "not ready yet" in caught.value.message
 
@@ -108,7 +107,7 @@ def test_kinds_missing_from_a_ready_api_server_are_missing_crds(plane: Plane) ->
     plane.ready = [True]
     with pytest.raises(PreflightError) as caught:
         check_cluster(_client(plane.url), wait=5.0, retry=0.05)  # no wait: nothing will change
-    assert caught.value.code == EXIT_NO_CRDS
+    assert caught.value.code == Exit.NO_CRDS
     assert not caught.value.transient
     assert plane.apis_asked == 1
 

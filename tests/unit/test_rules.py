@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from controller.cli import main
+from controller.cli.main import main
 from controller.domain import rules
 from controller.domain.models import AgentSpecSpec, ResourceSpec
 

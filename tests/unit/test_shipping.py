@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from controller.cli import build_parser
+from controller.cli.main import build_parser
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKERFILE = REPO / "Dockerfile"

@@ -15,8 +15,8 @@ from typing import Any
 
 from kubernetes import config
 
-from controller import logs
-from controller.cli import add_why_parser
+from controller.cli.exits import Exit
+from controller.cli.parsers import add_why_parser
 from controller.domain.explain import Observed, explain, render_text, to_json
 from controller.domain.work import Hold
 from controller.k8s.api import (
@@ -40,9 +40,8 @@ from controller.k8s.builders import (
     URI_ANNOTATION,
     session_name,
 )
-from controller.preflight import PreflightError, load_client
-
-EXIT_NOT_FOUND = 1
+from controller.runtime import logs
+from controller.runtime.preflight import PreflightError, load_client
 
 
 def _hold(body: dict[str, Any]) -> Hold | None:
@@ -141,14 +140,14 @@ def run_why(args: argparse.Namespace) -> int:
         observed = asyncio.run(main())
     except ApiError as exc:
         print(f"error: reading the agent's objects failed: {exc}", file=sys.stderr)
-        return EXIT_NOT_FOUND
+        return Exit.FAILURE
     if observed is None:
         print(
             f"error: AgentSpec {namespace}/{args.agent} not found; list the agents with "
             f"'kubectl get agentspecs.bindery.dev -n {namespace}'",
             file=sys.stderr,
         )
-        return EXIT_NOT_FOUND
+        return Exit.FAILURE
     doc = explain(observed)
     sys.stdout.write(to_json(doc) if args.output == "json" else render_text(doc))
     return 0
@@ -161,7 +160,7 @@ def kubectl_main(argv: list[str] | None = None) -> int:
         prog="kubectl bindery", description="Bindery's kubectl plugin."
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    add_why_parser(sub)
+    add_why_parser(sub, run_why)
     args = parser.parse_args(argv)
     return int(args.func(args))
 

@@ -3,7 +3,8 @@
 Without them a missing kubeconfig, an API server that is down, CRDs that were never applied or a
 port another process holds show up as kopf retrying every minute with a traceback, or as a
 traceback from the metrics server. Each check here says what is wrong, where, and what to do,
-and ``bindery run`` exits with the code below, so scripts and supervisors can tell them apart.
+and ``bindery run`` exits with its code (:class:`controller.runtime.exits.Exit`), so scripts
+and supervisors can tell them apart.
 """
 
 from __future__ import annotations
@@ -22,15 +23,7 @@ from kubernetes import client, config
 
 from controller.domain.models import GROUP, VERSION
 from controller.k8s.api import ApiError, KubeApi
-
-EXIT_NO_KUBECONFIG = 3
-"""No in-cluster configuration and no usable kubeconfig."""
-EXIT_UNREACHABLE = 4
-"""The API server did not answer (or refused our credentials)."""
-EXIT_NO_CRDS = 5
-"""The API server does not serve Bindery's kinds: the CRDs are not applied."""
-EXIT_PORT_IN_USE = 6
-"""The liveness or metrics port is taken (often: another ``bindery run``)."""
+from controller.runtime.exits import Exit
 
 log = structlog.get_logger("bindery.preflight")
 
@@ -67,7 +60,7 @@ def load_client() -> client.ApiClient:
                 f"{'$KUBECONFIG' if 'KUBECONFIG' in os.environ else 'the default path'}) "
                 f"gives no cluster ({detail}); set KUBECONFIG to a kubeconfig file, or start a "
                 "local control plane with 'bindery cluster up'",
-                EXIT_NO_KUBECONFIG,
+                Exit.NO_KUBECONFIG,
             ) from exc
     return client.ApiClient(cfg)
 
@@ -109,14 +102,14 @@ async def _check_api(api: client.ApiClient) -> None:
                 raise PreflightError(
                     f"the API server at {server} is unreachable ({exc.message}); check that it "
                     "runs and that the kubeconfig's current context points at it",
-                    EXIT_UNREACHABLE,
+                    Exit.UNREACHABLE,
                     transient=True,
                 ) from exc
             if exc.status in (401, 403):
                 raise PreflightError(
                     f"the API server at {server} refused our credentials (HTTP {exc.status} "
                     f"{exc.reason}); check the kubeconfig's user or the pod's ServiceAccount",
-                    EXIT_UNREACHABLE,
+                    Exit.UNREACHABLE,
                 ) from exc
             raise
         groups = await kube.request("GET", "/apis")
@@ -138,7 +131,7 @@ async def _check_api(api: client.ApiClient) -> None:
             raise PreflightError(
                 f"the API server at {server} is not ready yet (its /readyz fails), so it does "
                 "not serve Bindery's kinds yet; check its health if this lasts",
-                EXIT_UNREACHABLE,
+                Exit.UNREACHABLE,
                 transient=True,
             )
         if missing:
@@ -147,7 +140,7 @@ async def _check_api(api: client.ApiClient) -> None:
                 f"the API server at {server} does not serve {GROUP}/{VERSION} {names}: the "
                 "CRDs are not installed; apply them with 'kubectl apply --server-side -f crds/' "
                 "(or the chart's crds/ directory)",
-                EXIT_NO_CRDS,
+                Exit.NO_CRDS,
             )
     finally:
         await kube.close()
@@ -193,7 +186,7 @@ def check_port(port: int, host: str, what: str, flag: str) -> None:
             raise PreflightError(
                 f"port {port} for the {what} is in use on {host or 'all interfaces'} (another "
                 f"'bindery run'?); stop that process, or choose another port with {flag}",
-                EXIT_PORT_IN_USE,
+                Exit.PORT_IN_USE,
             ) from exc
 
 
@@ -212,5 +205,5 @@ def port_in_use(port: int, what: str, flag: str, exc: OSError) -> PreflightError
     return PreflightError(
         f"port {port} for the {what} is in use ({exc.strerror}); stop the process that holds "
         f"it, or choose another port with {flag}",
-        EXIT_PORT_IN_USE,
+        Exit.PORT_IN_USE,
     )

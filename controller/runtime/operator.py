@@ -22,10 +22,12 @@ import kopf
 import structlog
 from prometheus_client import start_http_server
 
-from controller import handlers, logs
 from controller.k8s.api import AGENTS, ApiError, KubeApi, load_api_client
-from controller.leader import LeaderElector, LeadershipLostError
-from controller.preflight import (
+from controller.reconcile import Controller
+from controller.reconcile.resync import Listing
+from controller.runtime import handlers, logs
+from controller.runtime.leader import LeaderElector, LeadershipLostError
+from controller.runtime.preflight import (
     check_cluster,
     check_liveness_port,
     check_port,
@@ -33,8 +35,6 @@ from controller.preflight import (
     load_client,
     port_in_use,
 )
-from controller.reconcile import Controller
-from controller.reconcile.resync import Listing
 
 log = structlog.get_logger("bindery.operator")
 

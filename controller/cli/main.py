@@ -1,8 +1,8 @@
 """The ``bindery`` command.
 
 bindery run                       run the controller (current kubeconfig, like any operator);
-                                  exit codes: 3 no kubeconfig, 4 API server unreachable,
-                                  5 CRDs missing, 6 liveness/metrics port in use
+                                  exit codes: controller.cli.exits.Exit (3 no kubeconfig,
+                                  4 API server unreachable, 5 CRDs missing, 6 port in use)
 bindery cluster up|down|env       a local control plane for development, no cluster needed
 bindery render FILE.kdl ...       Agent Spec KDL -> AgentSpec manifests
 bindery export FILE.yaml ...      AgentSpec manifests -> KDL
@@ -19,9 +19,10 @@ import math
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from controller import __version__
+from controller.cli.exits import Exit
+from controller.cli.parsers import add_why_parser
 
 DEFAULT_STATE_DIR = Path(".cache/cluster")
 
@@ -60,7 +61,7 @@ def _cluster_env(args: argparse.Namespace) -> int:
             "start one with 'bindery cluster up'",
             file=sys.stderr,
         )
-        return 1
+        return Exit.FAILURE
     print(f"export KUBECONFIG={Path(state.kubeconfig).resolve()}")
     print(f"export PATH={state.bin_dir}:$PATH")
     return 0
@@ -93,8 +94,8 @@ def _not_negative(text: str) -> float:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from controller.operator import Options, run
-    from controller.preflight import PreflightError
+    from controller.runtime.operator import Options, run
+    from controller.runtime.preflight import PreflightError
 
     options = Options(
         namespaces=args.namespace,
@@ -118,39 +119,21 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _why(args: argparse.Namespace) -> int:
-    from controller.why import run_why
+    from controller.cli.why import run_why
 
     return run_why(args)
-
-
-def add_why_parser(sub: Any) -> None:
-    """``why AGENT``: for ``bindery`` and for the ``kubectl-bindery`` plugin."""
-    why = sub.add_parser(
-        "why", help="why an agent is (not) Ready: each slot's candidates, its work hold, its launch"
-    )
-    why.add_argument("agent", metavar="AGENT", help="the AgentSpec's name")
-    why.add_argument(
-        "-n",
-        "--namespace",
-        default=None,
-        help="the agent's namespace (default: the kubeconfig context's, else 'default')",
-    )
-    why.add_argument(
-        "-o", "--output", choices=["text", "json"], default="text", help="text (default) or json"
-    )
-    why.set_defaults(func=_why)
 
 
 def _uri_encode(args: argparse.Namespace) -> int:
     from controller.domain.rules import percent_encoded, uri_problem
 
-    status = 0
+    status: int = Exit.OK
     for uri in args.uri:
         encoded = percent_encoded(uri)
         print(encoded)
         if why := uri_problem(encoded):
             print(f"error: {why}", file=sys.stderr)
-            status = 1
+            status = Exit.FAILURE
     return status
 
 
@@ -170,9 +153,9 @@ def _resolve(args: argparse.Namespace) -> int:
         )
     except (BindingsError, ResolveError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return Exit.FAILURE
     print(resource_json(resource))
-    return 0
+    return Exit.OK
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -212,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=30.0,
         metavar="SECONDS",
         help="at start-up, how long to keep asking an API server that does not answer before "
-        "exiting with code 4 (default: 30; 0 exits at once)",
+        f"exiting with code {Exit.UNREACHABLE.value} (default: 30; 0 exits at once)",
     )
     mode = run.add_mutually_exclusive_group()
     mode.add_argument(
@@ -304,13 +287,13 @@ def build_parser() -> argparse.ArgumentParser:
     from controller.authoring.cli import register
 
     register(sub)
-    add_why_parser(sub)
+    add_why_parser(sub, _why)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    from controller import logs
     from controller.cluster import ClusterError
+    from controller.runtime import logs
 
     logs.configure()
     args = build_parser().parse_args(argv)
@@ -318,9 +301,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args))
     except ClusterError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return Exit.FAILURE
     except KeyboardInterrupt:
-        return 130
+        return Exit.INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -1,0 +1,25 @@
+"""Command-line arguments shared by ``bindery`` and ``kubectl bindery`` (no heavy imports)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+
+def add_why_parser(sub: Any, run: Callable[[argparse.Namespace], int]) -> None:
+    """``why AGENT``: for ``bindery`` and for the ``kubectl-bindery`` plugin; ``run`` runs it."""
+    why = sub.add_parser(
+        "why", help="why an agent is (not) Ready: each slot's candidates, its work hold, its launch"
+    )
+    why.add_argument("agent", metavar="AGENT", help="the AgentSpec's name")
+    why.add_argument(
+        "-n",
+        "--namespace",
+        default=None,
+        help="the agent's namespace (default: the kubeconfig context's, else 'default')",
+    )
+    why.add_argument(
+        "-o", "--output", choices=["text", "json"], default="text", help="text (default) or json"
+    )
+    why.set_defaults(func=run)
