@@ -9,6 +9,9 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 BINDERY := $(VENV)/bin/bindery
+# `bindery cluster` finds the development harness (harness/, not part of the wheel) on the
+# import path: the checkout's root.
+HARNESS := PYTHONPATH=$(CURDIR)
 STATE_DIR := .cache/cluster
 RUN_NAMESPACE ?= default
 
@@ -25,24 +28,24 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed ## create .venv with the controller and its dev tools
 
-control-plane: ## build (once, cached in ~/.cache/bindery) etcd, kube-apiserver, kubectl, kwok, helm
-	bash tools/build.sh >/dev/null
+control-plane: ## build (once, cached in ~/.cache/bindery; harness/tools/build.sh) etcd, kube-apiserver, kubectl, kwok, helm
+	bash harness/tools/build.sh >/dev/null
 
 cluster: venv control-plane ## start the local control plane in the background
 	@if [ -f $(STATE_DIR)/state.json ]; then echo "already running: $(STATE_DIR)/kubeconfig"; \
-	else $(BINDERY) cluster up --state-dir $(STATE_DIR); fi
+	else $(HARNESS) $(BINDERY) cluster up --state-dir $(STATE_DIR); fi
 
 cluster-down: venv ## stop the local control plane
-	$(BINDERY) cluster down --state-dir $(STATE_DIR)
+	$(HARNESS) $(BINDERY) cluster down --state-dir $(STATE_DIR)
 
 run: cluster ## local control plane + CRDs + examples, then the controller in the foreground
-	@export KUBECONFIG=$(CURDIR)/$(STATE_DIR)/kubeconfig PATH="$$(bash tools/build.sh --print):$$PATH"; \
+	@export KUBECONFIG=$(CURDIR)/$(STATE_DIR)/kubeconfig PATH="$$(bash harness/tools/build.sh --print):$$PATH"; \
 	kubectl apply --server-side -f crds/ >/dev/null; \
 	kubectl wait --for=condition=Established -f crds/ --timeout=60s >/dev/null; \
 	kubectl apply --server-side -f examples/manifests/00-resourcetypes.yaml >/dev/null; \
 	kubectl apply --server-side -n $(RUN_NAMESPACE) -f examples/manifests/ >/dev/null; \
 	echo; echo "Bindery is starting against the local control plane. In another shell:"; \
-	echo "  export KUBECONFIG=$(CURDIR)/$(STATE_DIR)/kubeconfig PATH=$$(bash tools/build.sh --print):\$$PATH"; \
+	echo "  export KUBECONFIG=$(CURDIR)/$(STATE_DIR)/kubeconfig PATH=$$(bash harness/tools/build.sh --print):\$$PATH"; \
 	echo "  kubectl get bindery -A"; \
 	echo "Stop with Ctrl-C; 'make cluster-down' stops the control plane."; \
 	echo "Leader election is on (Lease default/bindery-controller): no second controller reconciles beside this one."; echo; \
@@ -78,7 +81,7 @@ image: ## build the controller image (IMAGE=bindery:dev)
 	docker build -t $(IMAGE) .
 
 helm-lint: control-plane ## lint the Helm chart strictly: standalone, HA and namespaced
-	@H="$$(bash tools/build.sh --print)/helm"; \
+	@H="$$(bash harness/tools/build.sh --print)/helm"; \
 	$$H lint --strict helm/bindery; \
 	$$H lint --strict helm/bindery --set ha.enabled=true --set replicas=2; \
 	$$H lint --strict helm/bindery --set-json 'watchNamespaces=["team-a"]' --set defaultResourceTypes.enabled=true
@@ -105,5 +108,5 @@ examples: venv ## regenerate the rendered example manifests from their KDL and t
 	$(PY) -m controller.authoring.examples
 
 clean: ## remove the venv and local state (the binary cache in ~/.cache/bindery stays)
-	-$(BINDERY) cluster down --state-dir $(STATE_DIR) 2>/dev/null
+	-$(HARNESS) $(BINDERY) cluster down --state-dir $(STATE_DIR) 2>/dev/null
 	rm -rf $(VENV) .cache .mypy_cache .ruff_cache .pytest_cache

@@ -61,7 +61,7 @@ from bench.e2e_procs import BaselineProc, ControllerProc, KopfFloorProc, wait_se
 from bench.e2e_profile import Profiler
 from bench.e2e_profile import available as profiler_available
 from bench.e2e_profile import summarize as summarize_profile
-from controller.cluster import LocalCluster, kubectl
+from harness.cluster import LocalCluster, kubectl
 
 CONTROLLER_UA = "bindery-controller"
 BASELINE_UA = "bindery-baseline"

@@ -26,7 +26,7 @@ from chaos.churn import RESOURCE_TYPE
 from chaos.plane import ApiServer, HarnessError
 from chaos.replay import Version, replay
 from chaos.run import Options, RunResult, judge_replay, run_once
-from controller.cluster import LocalCluster, kubectl
+from harness.cluster import LocalCluster, kubectl
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CRD_DIR = REPO_ROOT / "crds"

@@ -1,7 +1,7 @@
 """The processes a chaos run disturbs: the controller, and the local kube-apiserver.
 
 Nothing here changes ``controller/``: the API server is restarted from the harness with the
-command line and log file :class:`controller.cluster.LocalCluster` left behind (its pid is in
+command line and log file :class:`harness.cluster.LocalCluster` left behind (its pid is in
 ``state.json``; its argv is read back from ``/proc``), and the new pid is written back to the
 state so ``LocalCluster.down`` stops it.
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import structlog
 
-from controller.cluster import ADMIN_TOKEN, ClusterState, LocalCluster
+from harness.cluster import ADMIN_TOKEN, ClusterState, LocalCluster
 
 log = structlog.get_logger("bindery.chaos")
 

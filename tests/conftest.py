@@ -1,8 +1,9 @@
 """Shared fixtures: one real local control plane per test session, a namespace per test.
 
 Integration tests talk to a real etcd + kube-apiserver (+ kube-controller-manager, kube-scheduler
-and a kwok fake node) built from the Go module proxy by ``tools/build.sh``. Nothing here mocks
-the API server. The control plane is started lazily, so a run of only unit tests never builds it.
+and a kwok fake node) built from the Go module proxy by ``harness/tools/build.sh``. Nothing here
+mocks the API server. The control plane is started lazily, so a run of only unit tests never
+builds it.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
-from controller.cluster import ClusterState, LocalCluster, kubectl
 from controller.k8s.api import USER_AGENT
+from harness.cluster import ClusterState, LocalCluster, kubectl
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CRD_DIR = REPO_ROOT / "crds"

@@ -15,10 +15,12 @@ bindery resolve --tool T --slot S VALUE  (in a session) a deferred parameter slo
 from __future__ import annotations
 
 import argparse
+import importlib
 import math
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from controller import __version__
 from controller.cli.exits import Exit
@@ -27,10 +29,32 @@ from controller.cli.parsers import add_why_parser
 DEFAULT_STATE_DIR = Path(".cache/cluster")
 
 
-def _cluster_up(args: argparse.Namespace) -> int:
-    from controller.cluster import LocalCluster
+NO_HARNESS = (
+    "bindery cluster needs the Bindery harness (the harness package of a source checkout, not "
+    "part of the installed bindery): run `make cluster` in the checkout, or put the checkout "
+    "on PYTHONPATH"
+)
 
-    state = LocalCluster(
+
+def _cluster(args: argparse.Namespace) -> int:
+    """``bindery cluster ...``: the local control plane lives in the development harness, found
+    on the import path at run time (the product never imports it)."""
+    try:
+        harness = importlib.import_module("harness.cluster")
+    except ModuleNotFoundError as exc:
+        if exc.name not in {"harness", "harness.cluster"}:
+            raise
+        print(f"error: {NO_HARNESS}", file=sys.stderr)
+        return Exit.NO_HARNESS
+    try:
+        return int(args.cluster_func(harness, args))
+    except harness.ClusterError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return Exit.FAILURE
+
+
+def _cluster_up(harness: Any, args: argparse.Namespace) -> int:
+    state = harness.LocalCluster(
         Path(args.state_dir), audit=args.audit, nodes=not args.no_nodes, api_port=args.port
     ).up()
     print(f"local control plane ready at {state.server}")
@@ -40,21 +64,17 @@ def _cluster_up(args: argparse.Namespace) -> int:
         print(f"  audit log:  {state.audit_log}")
     print(f"point kubectl at it:  export KUBECONFIG={Path(state.kubeconfig).resolve()}")
     print("stop it:              bindery cluster down")
-    return 0
+    return Exit.OK
 
 
-def _cluster_down(args: argparse.Namespace) -> int:
-    from controller.cluster import LocalCluster
-
-    LocalCluster(Path(args.state_dir)).down()
+def _cluster_down(harness: Any, args: argparse.Namespace) -> int:
+    harness.LocalCluster(Path(args.state_dir)).down()
     print("local control plane stopped")
-    return 0
+    return Exit.OK
 
 
-def _cluster_env(args: argparse.Namespace) -> int:
-    from controller.cluster import ClusterState
-
-    state = ClusterState.load(Path(args.state_dir))
+def _cluster_env(harness: Any, args: argparse.Namespace) -> int:
+    state = harness.ClusterState.load(Path(args.state_dir))
     if state is None:
         print(
             f"error: no local control plane is recorded in {args.state_dir}; "
@@ -64,7 +84,7 @@ def _cluster_env(args: argparse.Namespace) -> int:
         return Exit.FAILURE
     print(f"export KUBECONFIG={Path(state.kubeconfig).resolve()}")
     print(f"export PATH={state.bin_dir}:$PATH")
-    return 0
+    return Exit.OK
 
 
 def _seconds(text: str) -> float:
@@ -235,7 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
             default=str(DEFAULT_STATE_DIR),
             help="where the kubeconfig, logs and state live (default: %(default)s)",
         )
-        p.set_defaults(func=func)
+        p.set_defaults(func=_cluster, cluster_func=func)
         if name == "up":
             p.add_argument(
                 "--audit",
@@ -292,16 +312,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from controller.cluster import ClusterError
     from controller.runtime import logs
 
     logs.configure()
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except ClusterError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return Exit.FAILURE
     except KeyboardInterrupt:
         return Exit.INTERRUPTED
 

@@ -6,8 +6,9 @@ work URI moves from one agent to another (handoff) and that raising relaunchGene
 relaunches a session.
 
 Needs Docker (a reachable daemon) and kind; kubectl and helm come from PATH or from the local
-control-plane build (tools/build.sh). Where Docker or kind is missing the test is skipped with
-the reason, unless BINDERY_E2E_REQUIRED=1 (set in CI), which turns the skip into a failure.
+control-plane build (harness/tools/build.sh). Where Docker or kind is missing the test is skipped
+with the reason, unless BINDERY_E2E_REQUIRED=1 (set in CI), which turns the skip into a
+failure.
 BINDERY_E2E_KEEP=1 leaves the kind cluster running for a look afterwards.
 """
 
@@ -27,6 +28,7 @@ from typing import Any
 import pytest
 
 from controller.domain.work import hold_name
+from harness.cluster import build_script
 
 pytestmark = pytest.mark.e2e
 
@@ -51,7 +53,7 @@ def _tool(name: str) -> str | None:
     if found:
         return found
     proc = subprocess.run(
-        ["bash", str(REPO / "tools" / "build.sh"), "--print"],
+        ["bash", str(build_script()), "--print"],
         capture_output=True,
         text=True,
         check=False,

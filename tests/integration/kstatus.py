@@ -1,8 +1,8 @@
 """What kstatus (sigs.k8s.io/cli-utils, the library Flux and kpt use) computes for objects.
 
-``tools/build.sh --kstatus`` builds the checker from ``tools/kstatus`` once into its own cache;
-these helpers run it on live objects (read from the API server with the test cluster's
-kubeconfig) or on objects given as JSON.
+The harness's build script (``--kstatus``) builds the checker from ``harness/tools/kstatus``
+once into its own cache; these helpers run it on live objects (read from the API server with
+the test cluster's kubeconfig) or on objects given as JSON.
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import REPO_ROOT, Cluster
+from harness.cluster import build_script
+from tests.conftest import Cluster
 
-BUILD_SCRIPT = REPO_ROOT / "tools" / "build.sh"
+BUILD_SCRIPT = build_script()
 STATUSES = {"InProgress", "Failed", "Current", "Terminating", "NotFound", "Unknown"}
 
 

@@ -28,9 +28,9 @@ from typing import Any
 import pytest
 import yaml
 
-from controller.cluster import ensure_binaries
 from controller.domain.work import hold_name
 from controller.k8s import api
+from harness.cluster import ensure_binaries
 from tests.conftest import REPO_ROOT, Cluster, ControllerProcess, wait_for
 from tests.integration.kube import apply_examples, get, must_get, ready, state, wait_status
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from controller.cluster import ensure_binaries
 from controller.reconcile import metrics
+from harness.cluster import ensure_binaries
 from tests.conftest import Cluster, wait_for
 from tests.integration.test_chart import CHART, helm, only, render, to_yaml
 

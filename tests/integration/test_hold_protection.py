@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from controller.cluster import ensure_binaries
 from controller.domain.work import hold_name
+from harness.cluster import ensure_binaries
 from tests.conftest import Cluster, wait_for
 from tests.integration.test_chart import render, to_yaml
 

@@ -19,8 +19,8 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from controller.cluster import LocalCluster, free_port
 from controller.runtime.exits import Exit
+from harness.cluster import LocalCluster, free_port
 from tests.conftest import REPO_ROOT, Cluster, ControllerProcess, wait_for
 from tests.integration.kube import get
 

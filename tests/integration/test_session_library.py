@@ -23,7 +23,6 @@ import pytest
 import yaml
 from kubernetes import client, config
 
-from controller.cluster import ensure_binaries
 from controller.domain.delivery import BINDINGS_FILE
 from controller.session import (
     Bindings,
@@ -34,6 +33,7 @@ from controller.session import (
     parse_bindings,
     resolve,
 )
+from harness.cluster import ensure_binaries
 from tests.conftest import REPO_ROOT, Cluster, ControllerProcess, wait_for
 from tests.integration.kube import EXAMPLES, agent, apply, get, must_get, wait_status
 

@@ -2,8 +2,9 @@
 
 etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (fake nodes whose pods
 reach Running) run as child processes on free loopback ports with a throwaway data directory.
-The binaries are built from the Go module proxy by ``tools/build.sh`` into a cache outside the
-repository and reused afterwards.
+The binaries are built from the Go module proxy by the harness's build script
+(``harness/tools/build.sh``, or ``$BINDERY_BUILD_SCRIPT``) into a cache outside the repository
+(``~/.cache/bindery``) and reused afterwards.
 
 The state of a running control plane (pids, ports, paths) lives in ``<state_dir>/state.json`` so
 ``bindery cluster down`` in another process can stop exactly what ``up`` started.
@@ -32,8 +33,9 @@ import structlog
 
 log = structlog.get_logger("bindery.cluster")
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-BUILD_SCRIPT = REPO_ROOT / "tools" / "build.sh"
+BUILD_SCRIPT_ENV = "BINDERY_BUILD_SCRIPT"
+SHIPPED_BUILD_SCRIPT = Path(__file__).resolve().parent / "tools" / "build.sh"
+"""The build script that ships with the harness (beside this module, not the product)."""
 ADMIN_TOKEN = "bindery-admin-token"  # noqa: S105 - a throwaway local cluster's admin token
 KWOK_NODE = "kwok-node-0"
 
@@ -75,6 +77,12 @@ class ClusterState:
         return cls(**json.loads(path.read_text()))
 
 
+def build_script() -> Path:
+    """``$BINDERY_BUILD_SCRIPT`` if set, else the build script that ships with the harness."""
+    override = os.environ.get(BUILD_SCRIPT_ENV)
+    return Path(override) if override else SHIPPED_BUILD_SCRIPT
+
+
 def ensure_binaries() -> Path:
     """Build (or reuse) the control-plane binaries and return their directory.
 
@@ -89,17 +97,17 @@ def ensure_binaries() -> Path:
             "(etcd, kube-apiserver, kubectl...). Install Go >= 1.26, or set BINDERY_BIN_DIR "
             "to a directory that holds those binaries."
         )
-    if not BUILD_SCRIPT.exists():
+    script = build_script()
+    if not script.exists():
         raise ClusterError(
-            f"{BUILD_SCRIPT} is missing: run from a Bindery source checkout, or set "
-            "BINDERY_BIN_DIR to a directory with etcd, kube-apiserver and kubectl."
+            f"the control-plane build script {script} is missing: set {BUILD_SCRIPT_ENV} to "
+            "harness/tools/build.sh of a Bindery source checkout, or BINDERY_BIN_DIR to a "
+            "directory with etcd, kube-apiserver and kubectl."
         )
-    proc = subprocess.run(
-        ["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, text=True, check=False
-    )
+    proc = subprocess.run(["bash", str(script)], stdout=subprocess.PIPE, text=True, check=False)
     if proc.returncode != 0:
         raise ClusterError(
-            f"building the control plane with {BUILD_SCRIPT} failed (exit {proc.returncode}); "
+            f"building the control plane with {script} failed (exit {proc.returncode}); "
             "its output is above. Check the Go toolchain and access to the Go module proxy."
         )
     return Path(proc.stdout.strip().splitlines()[-1])
