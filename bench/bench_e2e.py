@@ -56,12 +56,12 @@ from typing import Any
 import psutil
 
 from bench import e2e_objects as objs
-from bench.e2e_kube import Kube, Watch, audit_mark, audit_writes, by_agent, summarize
 from bench.e2e_procs import BaselineProc, ControllerProc, KopfFloorProc, wait_settled
 from bench.e2e_profile import Profiler
 from bench.e2e_profile import available as profiler_available
 from bench.e2e_profile import summarize as summarize_profile
 from harness.cluster import LocalCluster, kubectl
+from harness.kube import Kube, Watch, audit_mark, audit_writes, by_agent, summarize
 
 CONTROLLER_UA = "bindery-controller"
 BASELINE_UA = "bindery-baseline"

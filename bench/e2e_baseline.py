@@ -31,8 +31,8 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from bench.e2e_kube import Kube, KubeError, iter_watch
 from bench.e2e_objects import path
+from harness.kube import Kube, KubeError, iter_watch
 
 USER_AGENT = "bindery-baseline/1"
 SAME_WRITES_USER_AGENT = "bindery-samewrites/1"

@@ -28,10 +28,10 @@ from typing import Any
 import structlog
 
 from bench import e2e_objects as objs
-from bench.e2e_kube import Kube
 from controller.domain.refs import Kind
 from controller.k8s import api as k8s_api
 from controller.reconcile import Controller
+from harness.kube import Kube
 
 Body = dict[str, Any]
 

@@ -8,12 +8,8 @@ instant is the start of the clock, and their RSS and CPU time are read through p
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from contextlib import suppress
@@ -24,61 +20,32 @@ from typing import Self
 
 import psutil
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from harness.cluster import free_port
+from harness.process import ChildProcess, controller_argv
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Proc:
-    """A child process whose clock starts at its spawn."""
-
-    name = "process"
+class Proc(ChildProcess):
+    """A child process whose clock starts at its spawn, logging to one file, its RSS and CPU
+    time read through psutil."""
 
     def __init__(
-        self, argv: list[str], kubeconfig: str, log_path: Path, src: Path = REPO_ROOT
+        self, argv: list[str], kubeconfig: str, log_path: Path, src: Path | None = None
     ) -> None:
-        self.src = src
-        self.argv = argv
-        self.kubeconfig = kubeconfig
-        self.log_path = log_path
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.spawned_at = 0.0  # time.monotonic()
-        self.spawned_wall = 0.0  # time.time()
+        super().__init__(argv, kubeconfig, log_path.parent, src=src)
+        self.fixed_log_path = log_path
         self.ps: psutil.Process | None = None
 
-    def start(self) -> Self:
-        env = {**os.environ, "KUBECONFIG": self.kubeconfig, "PYTHONPATH": str(self.src)}
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "wb") as out:
-            self.spawned_wall = time.time()
-            self.spawned_at = time.monotonic()
-            self.proc = subprocess.Popen(
-                [sys.executable, *self.argv],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                cwd=self.src,
-            )
-        self.ps = psutil.Process(self.proc.pid)
-        return self
-
     @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
+    def log_path(self) -> Path:
+        return self.fixed_log_path
 
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+    def log_paths(self) -> list[Path]:
+        return [self.fixed_log_path]
 
-    def check(self) -> None:
-        if not self.alive():
-            tail = self.log_path.read_text(errors="replace")[-3000:]
-            raise RuntimeError(f"the {self.name} exited; last lines of {self.log_path}:\n{tail}")
+    def start(self) -> Self:
+        self.spawn()
+        self.ps = psutil.Process(self.pid)
+        return self
 
     def rss_mib(self) -> float:
         assert self.ps is not None
@@ -96,16 +63,6 @@ class Proc:
         t = self.ps.cpu_times()
         return float(t.user + t.system)
 
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-
 
 class ControllerProc(Proc):
     name = "controller"
@@ -116,27 +73,11 @@ class ControllerProc(Proc):
         namespace: str,
         log_path: Path,
         log_level: str = "INFO",
-        src: Path = REPO_ROOT,
+        src: Path | None = None,
     ) -> None:
         self.metrics_port = free_port()
-        super().__init__(
-            [
-                "-m",
-                "controller",
-                "run",
-                "--standalone",
-                "--namespace",
-                namespace,
-                "--liveness=",
-                "--metrics-port",
-                str(self.metrics_port),
-                "--log-level",
-                log_level,
-            ],
-            kubeconfig,
-            log_path,
-            src,
-        )
+        argv = controller_argv(namespace, log_level=log_level, metrics_port=self.metrics_port)
+        super().__init__(argv, kubeconfig, log_path, src)
 
     def metrics(self) -> dict[str, float]:
         """The controller's Prometheus counters and gauges (samples without labels summed)."""

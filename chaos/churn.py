@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.e2e_kube import Kube, KubeError
+from harness.kube import Kube, KubeError
 
 Body = dict[str, Any]
 GROUP_PATH = "/apis/bindery.dev/v1alpha1/namespaces/{ns}/agentspecs"

@@ -21,12 +21,13 @@ import time
 from dataclasses import asdict, fields
 from pathlib import Path
 
-from bench.e2e_kube import Kube
 from chaos.churn import RESOURCE_TYPE
-from chaos.plane import ApiServer, HarnessError
+from chaos.plane import ApiServer
 from chaos.replay import Version, replay
 from chaos.run import Options, RunResult, judge_replay, run_once
 from harness.cluster import LocalCluster, kubectl
+from harness.kube import Kube
+from harness.process import HarnessError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CRD_DIR = REPO_ROOT / "crds"

@@ -12,88 +12,38 @@ import os
 import signal
 import ssl
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
 from contextlib import suppress
 from pathlib import Path
+from typing import Self
 
 import structlog
 
 from harness.cluster import ADMIN_TOKEN, ClusterState, LocalCluster
+from harness.process import ControllerProcess, HarnessError
 
 log = structlog.get_logger("bindery.chaos")
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-READY_LINE = "controller started"
 APISERVER = "kube-apiserver"
 
 
-class HarnessError(RuntimeError):
-    """The harness itself could not do what a run needs (not a controller finding)."""
-
-
-class Controller:
-    """``bindery run --standalone --namespace NS`` as a subprocess; every start logs to a file."""
+class Controller(ControllerProcess):
+    """``bindery run --standalone --namespace NS``; counts the harness's kills and the exits it
+    did not cause (a supervisor would restart them)."""
 
     def __init__(
         self, kubeconfig: str, namespace: str, log_dir: Path, log_level: str = "INFO"
     ) -> None:
-        self.kubeconfig = kubeconfig
-        self.namespace = namespace
-        self.log_dir = log_dir
-        self.log_level = log_level
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.starts = 0
+        super().__init__(kubeconfig, namespace, log_dir, log_level=log_level)
         self.kills = 0
         self.exits: list[str] = []
         """Starts that ended without the harness's signal (a supervisor would restart them)."""
         self._exits_seen: set[subprocess.Popen[bytes]] = set()
 
-    @property
-    def log_path(self) -> Path:
-        return self.log_dir / f"controller-{self.starts}.log"
-
-    def start(self, *, wait: bool = True) -> None:
-        self.starts += 1
-        env = {**os.environ, "KUBECONFIG": self.kubeconfig, "PYTHONPATH": str(REPO_ROOT)}
-        with self.log_path.open("wb") as out:
-            self.proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "controller",
-                    "run",
-                    "--standalone",
-                    "--namespace",
-                    self.namespace,
-                    "--liveness=",
-                    "--metrics-port",
-                    "0",
-                    "--log-level",
-                    self.log_level,
-                ],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                cwd=REPO_ROOT,
-            )
-        if wait:
-            self.wait_ready()
-
-    def wait_ready(self, timeout: float = 90.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc is None or self.proc.poll() is not None:
-                raise HarnessError(
-                    f"the controller exited during start-up; see its log {self.log_path}"
-                )
-            if READY_LINE in self.log_path.read_text(errors="replace"):
-                return
-            time.sleep(0.2)
-        raise HarnessError(f"the controller did not start in {timeout} s; see {self.log_path}")
+    def start(self, *, wait: bool = True, timeout: float = 90.0) -> Self:
+        return super().start(wait=wait, timeout=timeout)
 
     def alive(self) -> bool:
         """Still running; a controller found to have exited by itself is counted in ``exits``."""
@@ -107,27 +57,13 @@ class Controller:
 
     def kill(self) -> None:
         """SIGKILL: no cleanup, as a crashed or evicted controller pod."""
-        if self.alive() and self.proc is not None:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
+        if self.alive():
+            super().kill()
             self.kills += 1
 
     def stop(self) -> None:
-        if self.alive() and self.proc is not None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-
-    def error_lines(self) -> list[str]:
-        lines: list[str] = []
-        for path in sorted(self.log_dir.glob("controller-*.log")):
-            for line in path.read_text(errors="replace").splitlines():
-                if '"level": "error"' in line or "Traceback" in line:
-                    lines.append(f"{path.name}: {line[:400]}")
-        return lines
+        if self.alive():
+            super().stop()
 
 
 class ApiServer:

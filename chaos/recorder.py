@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.e2e_kube import Kube, KubeError, api_client
 from chaos.replay import AGENT, CONFIG_MAP, DELETED, LEASE, POD, STATEFUL_SET, Body, Version
+from harness.kube import Kube, KubeError, api_client, iter_watch
 
 PATHS = {
     CONFIG_MAP: "/api/v1/namespaces/{ns}/configmaps",
@@ -162,35 +162,13 @@ class KindRecorder:
             self.reconnects += 1
 
     def _watch(self) -> Iterator[Body]:
-        query = [
-            ("watch", "1"),
-            ("resourceVersion", self.rv),
-            ("allowWatchBookmarks", "true"),
-            ("timeoutSeconds", str(WATCH_SECONDS)),
-        ]
-        ser = self.api.param_serialize(
-            "GET",
+        return iter_watch(
+            self.api,
             self.path,
-            query_params=query,
-            header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"],
+            self.rv,
+            timeout_seconds=WATCH_SECONDS,
+            request_timeout=(3, WATCH_SECONDS + 10),
         )
-        resp = self.api.call_api(*ser, _request_timeout=(3, WATCH_SECONDS + 10))
-        raw = resp.response
-        try:
-            if resp.status != 200:
-                raise KubeError(
-                    resp.status, "WATCH", self.path, raw.read().decode(errors="replace")
-                )
-            buf = b""
-            for chunk in raw.stream(65536, decode_content=True):
-                buf += chunk
-                while b"\n" in buf:
-                    line, buf = buf.split(b"\n", 1)
-                    if line.strip():
-                        yield json.loads(line)
-        finally:
-            raw.release_conn()
 
 
 class Recorder:

@@ -14,11 +14,12 @@ from typing import Any
 
 import structlog
 
-from bench.e2e_kube import Kube
 from chaos.churn import Churn, uri_pool
-from chaos.plane import ApiServer, Controller, HarnessError
+from chaos.plane import ApiServer, Controller
 from chaos.recorder import Gap, Recorder
 from chaos.replay import EXCLUSIVITY, WITHOUT_HOLD, FinalState, Replay, final_state, replay
+from harness.kube import Kube
+from harness.process import HarnessError
 
 log = structlog.get_logger("bindery.chaos")
 

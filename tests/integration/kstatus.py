@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.cluster import build_script
-from tests.conftest import Cluster
+from tests.support import Cluster
 
 BUILD_SCRIPT = build_script()
 STATUSES = {"InProgress", "Failed", "Current", "Terminating", "NotFound", "Unknown"}

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from tests.conftest import Cluster, audit_mark, controller_writes, wait_for
+from tests.support import Cluster, audit_mark, controller_writes, wait_for
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO_ROOT / "examples" / "manifests"

@@ -13,8 +13,8 @@ from typing import Any
 
 from kubernetes import client, watch
 
-from tests.conftest import Cluster, wait_for
 from tests.integration.kube import EXAMPLES, condition, get
+from tests.support import Cluster, wait_for
 
 AGENT_LABEL = "bindery.dev/agent"
 LAUNCH_GENERATION = "bindery.dev/launch-generation"

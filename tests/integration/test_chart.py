@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,8 +30,8 @@ import yaml
 from controller.domain.work import hold_name
 from controller.k8s import api
 from harness.cluster import ensure_binaries
-from tests.conftest import REPO_ROOT, Cluster, ControllerProcess, wait_for
 from tests.integration.kube import apply_examples, get, must_get, ready, state, wait_status
+from tests.support import REPO_ROOT, Cluster, ControllerProcess, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -662,46 +661,16 @@ class ServiceAccountController(ControllerProcess):
         name: str = "controller",
         ready_lines: tuple[str, ...] = ("controller started",),
     ) -> None:
-        super().__init__(cluster, namespace, log_dir)
-        self.kubeconfig = kubeconfig
-        self.flags = flags
-        self.name = name
-        self.ready_lines = ready_lines
-
-    @property
-    def log_path(self) -> Path:
-        return self.log_dir / f"{self.name}-{self.starts}.log"
-
-    def start(self) -> ServiceAccountController:
-        self.starts += 1
-        env = {
-            **os.environ,
-            "KUBECONFIG": str(self.kubeconfig),
-            "PYTHONPATH": str(REPO_ROOT),
-            "POD_NAME": self.name,
-            "POD_ID": self.name,
-        }
-        with open(self.log_path, "wb") as out:
-            self.proc = subprocess.Popen(
-                [
-                    sys.executable, "-m", "controller", "run",
-                    "--namespace", self.namespace,
-                    "--liveness=", "--metrics-port", "0", "--log-level", "DEBUG",
-                    *self.flags,
-                ],
-                stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO_ROOT,
-            )  # fmt: skip
-        wait_for(
-            lambda: self._alive() and any(x in self.log_path.read_text() for x in self.ready_lines),
-            timeout=60,
-            what=f"the controller to start (log: {self.log_path})",
+        super().__init__(
+            cluster,
+            namespace,
+            log_dir,
+            args=tuple(flags),
+            ready_lines=ready_lines,
+            name=name,
+            env={"POD_NAME": name, "POD_ID": name},
         )
-        return self
-
-    def logs(self) -> str:
-        return "".join(
-            p.read_text(errors="replace") for p in sorted(self.log_dir.glob(f"{self.name}-*.log"))
-        )
+        self.kubeconfig = str(kubeconfig)
 
 
 # How a refusal shows in the logs: the controller's ApiError ("HTTP 403 Forbidden: ... is

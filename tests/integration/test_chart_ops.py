@@ -16,8 +16,8 @@ from prometheus_client import REGISTRY
 
 from controller.reconcile import metrics
 from harness.cluster import ensure_binaries
-from tests.conftest import Cluster, wait_for
 from tests.integration.test_chart import CHART, helm, only, render, to_yaml
+from tests.support import Cluster, wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from kubernetes import client, watch
 
-from tests.conftest import Cluster, wait_for
+from tests.support import Cluster, wait_for
 
 pytestmark = pytest.mark.integration
 

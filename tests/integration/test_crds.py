@@ -26,7 +26,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.conftest import Cluster
+from tests.support import Cluster
 
 pytestmark = pytest.mark.integration
 

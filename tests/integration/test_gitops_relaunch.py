@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Cluster, ControllerProcess, wait_for
 from tests.integration.kube import apply, condition, must_get, settle, wait_status
 from tests.integration.sessions_helpers import (
     IMAGE_A,
@@ -25,6 +24,7 @@ from tests.integration.sessions_helpers import (
     uid,
 )
 from tests.integration.test_sessions import _launched_session, _session
+from tests.support import Cluster, ControllerProcess, wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from tests.argocd_health import argo_health
-from tests.conftest import Cluster, ControllerProcess
 from tests.health_rows import KIND_PLURALS, rows
 from tests.integration.kstatus import kstatus, kstatus_of
 from tests.integration.kube import agent, apply, condition, must_get, wait_status, work
+from tests.support import Cluster, ControllerProcess
 
 pytestmark = pytest.mark.integration
 

@@ -18,8 +18,8 @@ import pytest
 
 from controller.domain.work import hold_name
 from harness.cluster import ensure_binaries
-from tests.conftest import Cluster, wait_for
 from tests.integration.test_chart import render, to_yaml
+from tests.support import Cluster, wait_for
 
 pytestmark = pytest.mark.integration
 

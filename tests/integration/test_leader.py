@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Cluster, ControllerProcess, wait_for
 from tests.integration.kube import agent, apply, apply_examples, get, ready, wait_status
+from tests.support import Cluster, ControllerProcess, wait_for
 
 pytestmark = pytest.mark.integration
 

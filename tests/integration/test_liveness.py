@@ -18,8 +18,8 @@ from controller.domain.work import hold_name
 from controller.k8s import api
 from controller.k8s.api import KubeApi
 from controller.reconcile import Controller
-from tests.conftest import Cluster
 from tests.integration.kube import agent, apply, apply_examples, get, work
+from tests.support import Cluster
 
 pytestmark = pytest.mark.integration
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from tests.conftest import Cluster
 from tests.integration.kube import agent
+from tests.support import Cluster
 
 pytestmark = pytest.mark.integration
 

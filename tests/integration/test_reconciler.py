@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Cluster, ControllerProcess, audit_mark, controller_writes, wait_for
 from tests.integration.kube import (
     agent,
     apply,
@@ -21,6 +20,7 @@ from tests.integration.kube import (
     state,
     wait_status,
 )
+from tests.support import Cluster, ControllerProcess, audit_mark, controller_writes, wait_for
 
 pytestmark = pytest.mark.integration
 

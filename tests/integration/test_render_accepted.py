@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from controller.authoring.convert import export, render
 from controller.authoring.manifests import dump_yaml
 from controller.domain.models import AgentSpecSpec, ResourceSpec, ResourceTypeSpec, ToolSpec
-from tests.conftest import Cluster
+from tests.support import Cluster
 from tests.unit.test_authoring import SEED_AGENT  # the source document, verbatim
 
 pytestmark = pytest.mark.integration

@@ -21,8 +21,8 @@ import yaml
 
 from controller.runtime.exits import Exit
 from harness.cluster import LocalCluster, free_port
-from tests.conftest import REPO_ROOT, Cluster, ControllerProcess, wait_for
 from tests.integration.kube import get
+from tests.support import REPO_ROOT, Cluster, ControllerProcess, wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from tests.argocd_health import argo_health
-from tests.conftest import Cluster, ControllerProcess, wait_for
 from tests.integration.kstatus import kstatus_of
 from tests.integration.kube import agent, apply, condition, get, must_get, ready, wait_status
 from tests.integration.sessions_helpers import (
@@ -29,6 +28,7 @@ from tests.integration.sessions_helpers import (
     session_name,
     uid,
 )
+from tests.support import Cluster, ControllerProcess, wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -34,8 +34,8 @@ from controller.session import (
     resolve,
 )
 from harness.cluster import ensure_binaries
-from tests.conftest import REPO_ROOT, Cluster, ControllerProcess, wait_for
 from tests.integration.kube import EXAMPLES, agent, apply, get, must_get, wait_status
+from tests.support import REPO_ROOT, Cluster, ControllerProcess, wait_for
 
 pytestmark = pytest.mark.integration
 

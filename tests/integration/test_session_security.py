@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import Cluster, ControllerProcess, wait_for
 from tests.integration.kube import agent, apply, must_get, ready, settle, wait_status
 from tests.integration.sessions_helpers import (
     IMAGE_A,
@@ -25,6 +24,7 @@ from tests.integration.sessions_helpers import (
     runtime,
     session_name,
 )
+from tests.support import Cluster, ControllerProcess, wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Cluster, ControllerProcess, audit_mark, controller_writes, wait_for
 from tests.integration.kube import (
     agent,
     apply,
@@ -57,6 +56,7 @@ from tests.integration.sessions_helpers import (
     tool,
     uid,
 )
+from tests.support import Cluster, ControllerProcess, audit_mark, controller_writes, wait_for
 
 pytestmark = pytest.mark.integration
 

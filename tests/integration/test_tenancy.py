@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Cluster, ControllerProcess
 from tests.integration.kube import apply, apply_examples, get, must_get, wait_status
+from tests.support import Cluster, ControllerProcess
 
 pytestmark = pytest.mark.integration
 

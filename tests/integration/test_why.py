@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO_ROOT, Cluster, ControllerProcess
 from tests.integration.kube import (
     agent,
     apply,
@@ -25,6 +24,7 @@ from tests.integration.kube import (
     wait_status,
     work,
 )
+from tests.support import REPO_ROOT, Cluster, ControllerProcess
 
 pytestmark = pytest.mark.integration
 

@@ -19,7 +19,6 @@ from kubernetes import client, watch
 
 from controller.domain.delivery import delivered_work_uris
 from controller.domain.work import hold_name
-from tests.conftest import Cluster, ControllerProcess, wait_for
 from tests.integration.kube import (
     agent,
     apply,
@@ -32,6 +31,7 @@ from tests.integration.kube import (
     wait_status,
     work,
 )
+from tests.support import Cluster, ControllerProcess, wait_for
 
 pytestmark = pytest.mark.integration
 

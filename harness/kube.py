@@ -1,4 +1,4 @@
-"""Small synchronous Kubernetes helpers for the end-to-end benchmark (bench/bench_e2e.py).
+"""Small synchronous Kubernetes helpers for the harness's users (bench, chaos).
 
 Everything goes through ``kubernetes.client.ApiClient`` with plain JSON bodies (no generated
 models), under a user agent of its own, so the API server's audit log tells the benchmark's
@@ -149,14 +149,22 @@ class Kube:
 
 
 def iter_watch(
-    api: client.ApiClient, path: str, resource_version: str, label_selector: str = ""
+    api: client.ApiClient,
+    path: str,
+    resource_version: str,
+    label_selector: str = "",
+    *,
+    timeout_seconds: int = 600,
+    request_timeout: tuple[float, float] = (5, 700),
 ) -> Iterator[Body]:
-    """Raw watch events (decoded JSON lines) of ``path`` from ``resource_version``."""
+    """Raw watch events (decoded JSON lines) of ``path`` from ``resource_version``; the server
+    ends the watch after ``timeout_seconds``, the client gives up after ``request_timeout``
+    (connect, read)."""
     query = [
         ("watch", "1"),
         ("resourceVersion", resource_version),
         ("allowWatchBookmarks", "true"),
-        ("timeoutSeconds", "600"),
+        ("timeoutSeconds", str(timeout_seconds)),
     ]
     if label_selector:
         query.append(("labelSelector", label_selector))
@@ -167,7 +175,7 @@ def iter_watch(
         header_params={"Accept": "application/json"},
         auth_settings=["BearerToken"],
     )
-    resp = api.call_api(*ser, _request_timeout=(5, 700))
+    resp = api.call_api(*ser, _request_timeout=request_timeout)
     raw = resp.response
     try:
         if resp.status != 200:

@@ -1,0 +1,162 @@
+"""What the tests share beside their fixtures: the running control plane as tests see it, polling,
+the controller as a child process, and the controller's writes read from the audit log.
+
+The fixtures themselves are in ``conftest.py``; the harness (``harness/``) underneath is shared
+with bench and chaos.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client, config
+
+from controller.k8s.api import USER_AGENT
+from harness import process
+from harness.cluster import ClusterState, kubectl
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CRD_DIR = REPO_ROOT / "crds"
+
+
+@dataclass
+class Cluster:
+    """A running local control plane, as tests see it."""
+
+    state: ClusterState
+
+    @property
+    def kubeconfig(self) -> Path:
+        return Path(self.state.kubeconfig)
+
+    @property
+    def bin_dir(self) -> Path:
+        return Path(self.state.bin_dir)
+
+    @property
+    def audit_log(self) -> Path:
+        return Path(self.state.audit_log)
+
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        proc = kubectl(self.bin_dir, self.kubeconfig, *args, input=input, check=False)
+        if check and proc.returncode != 0:
+            raise AssertionError(
+                f"kubectl {' '.join(args)} exited {proc.returncode}:\n{proc.stderr}"
+            )
+        return proc
+
+    def api_client(self) -> client.ApiClient:
+        cfg = client.Configuration()
+        config.load_kube_config(config_file=str(self.kubeconfig), client_configuration=cfg)
+        return client.ApiClient(cfg)
+
+
+def wait_for(predicate: Any, timeout: float = 30.0, interval: float = 0.1, what: str = "") -> Any:
+    """Poll ``predicate`` until it returns a truthy value; fail with ``what`` on timeout."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(
+        f"timed out after {timeout}s waiting for {what or predicate} (last: {last!r})"
+    )
+
+
+class ControllerProcess(process.ControllerProcess):
+    """The real controller (``bindery run``) as a subprocess watching one namespace of the test
+    cluster; a controller that exited fails the test with its log."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        namespace: str,
+        log_dir: Path,
+        *,
+        args: tuple[str, ...] = ("--standalone",),
+        ready_line: str = process.READY_LINE,
+        ready_lines: tuple[str, ...] = (),
+        name: str = "controller",
+        env: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(
+            cluster.kubeconfig,
+            namespace,
+            log_dir,
+            args=args,
+            ready_lines=ready_lines or (ready_line,),
+            name=name,
+            env=env,
+        )
+        self.cluster = cluster
+
+    def _alive(self) -> bool:
+        if not self.alive():
+            raise AssertionError(f"the controller exited; its log:\n{self.logs()[-4000:]}")
+        return True
+
+
+@dataclass(frozen=True)
+class Write:
+    verb: str
+    resource: str
+    namespace: str
+    name: str
+    subresource: str
+
+
+def controller_writes(cluster: Cluster, namespace: str, since: float = 0.0) -> list[Write]:
+    """API writes the controller made in ``namespace`` (from the API server's audit log).
+
+    ``since`` is a byte offset into the audit log (see ``audit_mark``), so a test can count the
+    writes caused by one change.
+    """
+    writes = []
+    with open(cluster.audit_log, "rb") as log:
+        log.seek(int(since))
+        for raw in log:
+            if not raw.endswith(b"\n"):
+                break  # the API server is still writing this line
+            entry = json.loads(raw)
+            if not str(entry.get("userAgent", "")).startswith(USER_AGENT.split("/")[0]):
+                continue
+            ref = entry.get("objectRef") or {}
+            if ref.get("namespace", "") != namespace or entry.get("stage") != "ResponseComplete":
+                continue
+            writes.append(
+                Write(
+                    entry["verb"],
+                    ref.get("resource", ""),
+                    namespace,
+                    ref.get("name", ""),
+                    ref.get("subresource", ""),
+                )
+            )
+    return writes
+
+
+def audit_mark(cluster: Cluster) -> float:
+    """The end of the audit log's last complete line: count writes after this point.
+
+    The API server may be half-way through writing a line; the mark never falls inside it.
+    """
+    with open(cluster.audit_log, "rb") as log:
+        end = log.seek(0, os.SEEK_END)
+        while end > 0:
+            start = max(0, end - 65536)
+            log.seek(start)
+            newline = log.read(end - start).rfind(b"\n")
+            if newline >= 0:
+                return float(start + newline + 1)
+            end = start
+    return 0.0
