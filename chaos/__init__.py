@@ -1,5 +1,5 @@
 """The chaos harness (``make chaos``): Bindery's invariants under churn, kills and outages.
 
 Not part of ``make test``: a run takes about a minute. See chaos/cli.py for the flags and
-bench/CHAOS.md for recorded results.
+chaos/README.md for recorded results.
 """
