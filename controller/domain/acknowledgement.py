@@ -1,0 +1,164 @@
+"""Acknowledgements: what a session says it did with a bindings document, and what follows.
+
+A document is identified by its digest (sha256 of its bytes). The session's delivery sidecar
+records, on the agent's acknowledgement Lease (``bindery-ack-<agent>``), which pod it speaks for
+and the digests it delivered (the file is in place) and that the runtime applied or refused.
+This module reads and writes those records and decides, from them and the session pod, whether
+the session has let go of what the controller withdrew: the condition for releasing a ``work``
+hold (handoff A -> no holder -> B) and for an agent to be Ready.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime
+from enum import Enum
+
+ACK_LEASE_PREFIX = "bindery-ack-"
+ACK_MOUNT = "/var/run/bindery-ack"
+"""Where the runtime writes its acknowledgement file (an emptyDir shared with the sidecar).
+
+The file is one JSON object, replaced by temp file and rename: ``{"digest": "sha256:...",
+"state": "Started" | "Applied" | "Refused", "message": "...", "at": "<RFC 3339>"}``.
+"""
+ACK_FILE = "ack.json"
+ACK_ENV = "BINDERY_ACK_FILE"
+"""The environment variable that holds the acknowledgement file's path in the runtime."""
+
+POD_UID = "bindery.dev/pod-uid"
+POD_NAME = "bindery.dev/pod-name"
+DELIVERED_DIGEST = "bindery.dev/delivered-digest"
+DELIVERED_AT = "bindery.dev/delivered-at"
+APPLIED_DIGEST = "bindery.dev/applied-digest"
+REFUSED_DIGEST = "bindery.dev/refused-digest"
+REFUSAL = "bindery.dev/refusal"
+ACKNOWLEDGED_AT = "bindery.dev/acknowledged-at"
+ACKNOWLEDGES = "bindery.dev/acknowledges"
+ANNOTATIONS = (
+    POD_UID,
+    POD_NAME,
+    DELIVERED_DIGEST,
+    DELIVERED_AT,
+    APPLIED_DIGEST,
+    REFUSED_DIGEST,
+    REFUSAL,
+    ACKNOWLEDGED_AT,
+    ACKNOWLEDGES,
+)
+
+STARTED = "Started"
+"""The runtime acknowledges documents (it says so before it first reads one)."""
+APPLIED = "Applied"
+"""The runtime applied the document and stopped using anything it no longer carries."""
+REFUSED = "Refused"
+"""The runtime refused the document (the acknowledgement's ``message`` says why)."""
+
+
+def ack_lease_name(agent_name: str) -> str:
+    return f"{ACK_LEASE_PREFIX}{agent_name}"
+
+
+def digest(rendered: str) -> str:
+    """A document's identity: ``sha256:<hex>`` of its UTF-8 bytes."""
+    return "sha256:" + hashlib.sha256(rendered.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Acknowledgement:
+    """One session pod's record on the acknowledgement Lease."""
+
+    pod_uid: str = ""
+    pod_name: str = ""
+    delivered_digest: str = ""
+    delivered_at: str = ""
+    applied_digest: str = ""
+    refused_digest: str = ""
+    refusal: str = ""
+    acknowledged_at: str = ""
+    acknowledges: bool = False
+    """The runtime has acknowledged something in this pod: only ``applied`` counts from now."""
+
+    @classmethod
+    def from_annotations(cls, annotations: dict[str, str]) -> Acknowledgement:
+        return cls(
+            pod_uid=annotations.get(POD_UID, ""),
+            pod_name=annotations.get(POD_NAME, ""),
+            delivered_digest=annotations.get(DELIVERED_DIGEST, ""),
+            delivered_at=annotations.get(DELIVERED_AT, ""),
+            applied_digest=annotations.get(APPLIED_DIGEST, ""),
+            refused_digest=annotations.get(REFUSED_DIGEST, ""),
+            refusal=annotations.get(REFUSAL, ""),
+            acknowledged_at=annotations.get(ACKNOWLEDGED_AT, ""),
+            acknowledges=annotations.get(ACKNOWLEDGES) == "true",
+        )
+
+    def annotations(self) -> dict[str, str | None]:
+        """The merge patch of the Lease's annotations for this record (None removes a key)."""
+        values = {
+            POD_UID: self.pod_uid,
+            POD_NAME: self.pod_name,
+            DELIVERED_DIGEST: self.delivered_digest,
+            DELIVERED_AT: self.delivered_at,
+            APPLIED_DIGEST: self.applied_digest,
+            REFUSED_DIGEST: self.refused_digest,
+            REFUSAL: self.refusal,
+            ACKNOWLEDGED_AT: self.acknowledged_at,
+            ACKNOWLEDGES: "true" if self.acknowledges else "",
+        }
+        return {k: (v or None) for k, v in values.items()}
+
+    def confirms(self, document_digest: str) -> bool:
+        """Whether this pod has taken ``document_digest`` in: applied it when its runtime
+        acknowledges, else the sidecar delivered it."""
+        if self.acknowledges:
+            return self.applied_digest == document_digest
+        return document_digest in (self.delivered_digest, self.applied_digest)
+
+
+class Confirmation(Enum):
+    """Whether the session has let go of what the document it was last sent withdrew."""
+
+    CONFIRMED = "Confirmed"
+    """The current pod acknowledged the document, or no session process runs."""
+    PENDING = "Pending"
+    """The session runs and can acknowledge, and has not yet."""
+    UNVERIFIABLE = "Unverifiable"
+    """The session runs but cannot acknowledge (a pod without the delivery sidecar)."""
+    REFUSED = "Refused"
+    """The runtime refused the document."""
+
+
+@dataclass(frozen=True)
+class SessionPod:
+    """What the controller knows of an agent's session pod."""
+
+    uid: str
+    running: bool
+    """Not Succeeded or Failed (a Terminating pod still runs)."""
+    acknowledging: bool
+    """It has the delivery sidecar."""
+
+
+def confirmation(
+    pod: SessionPod | None, ack: Acknowledgement | None, document_digest: str
+) -> Confirmation:
+    """Where the session stands with the document whose digest is ``document_digest``."""
+    if pod is None or not pod.running:
+        return Confirmation.CONFIRMED
+    if not pod.acknowledging:
+        return Confirmation.UNVERIFIABLE
+    if ack is None or ack.pod_uid != pod.uid:
+        return Confirmation.PENDING
+    if ack.refused_digest == document_digest:
+        return Confirmation.REFUSED
+    return Confirmation.CONFIRMED if ack.confirms(document_digest) else Confirmation.PENDING
+
+
+def seconds_since(stamp: str, now: datetime) -> float:
+    """Seconds from an RFC 3339 time to ``now`` (0 when ``stamp`` is empty or unreadable)."""
+    try:
+        then = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return 0.0
+    return max(0.0, (now - then).total_seconds())
