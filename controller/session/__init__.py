@@ -1,6 +1,8 @@
 """A library for code running in an agent's session (any agent runtime; no kopf).
 
-* :func:`load_bindings`: the bindings document the controller delivers, as typed objects.
+* :func:`load_bindings`: the bindings document the controller delivers, as typed objects, with
+  its :attr:`~Bindings.digest` (its identity) and the ``work`` hold's :attr:`~Bindings.fence`
+  (a :class:`Fence`: the fencing token to hand to tools that can refuse a stale holder).
 * :class:`BindingsWatcher`: notices a new document (the kubelet's atomic ``..data`` swap) so an
   agent picks up new bindings without a restart: blocking iterator, callback, or asyncio.
 * :func:`resolve`: a value for a deferred ``parameter`` slot, resolved at invocation with the
@@ -18,6 +20,7 @@ from controller.session.document import (
     DeliveredBinding,
     DeliveredSlot,
     DeliveredTool,
+    Fence,
     bindings_path,
     load_bindings,
     parse_bindings,
@@ -42,6 +45,7 @@ __all__ = [
     "DeliveredBinding",
     "DeliveredSlot",
     "DeliveredTool",
+    "Fence",
     "KubeReader",
     "ResolveError",
     "ResourceReader",

@@ -4,15 +4,20 @@ The controller writes the document (``controller/domain/delivery.py``) into the 
 ConfigMap, mounted in the session at :data:`DEFAULT_BINDINGS_FILE`. This module only reads it.
 Unknown fields are ignored, so a session built against this version keeps reading documents from a
 newer controller.
+
+A document is identified by its digest (``sha256:`` and the hex sha256 of the file's exact bytes):
+:func:`load_bindings`, :func:`parse_bindings` and the watcher record it on :attr:`Bindings.digest`,
+which is what a runtime acknowledges (:mod:`controller.session.acknowledge`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 from pydantic.alias_generators import to_camel
 
 from controller.domain.delivery import BINDINGS_FILE
@@ -21,7 +26,7 @@ from controller.domain.results import BindingState, BoundResource
 from controller.k8s.builders import BINDINGS_ENV, BINDINGS_MOUNT
 
 DEFAULT_BINDINGS_FILE = f"{BINDINGS_MOUNT}/{BINDINGS_FILE}"
-"""Where the session builder mounts the bindings file (also in ``$BINDERY_BINDINGS_FILE``)."""
+"""Where the session reads the bindings file (also in ``$BINDERY_BINDINGS_FILE``)."""
 
 
 class BindingsError(Exception):
@@ -43,6 +48,19 @@ class AgentRef(_Document):
         return f"{self.namespace}/{self.name}"
 
 
+class Fence(_Document):
+    """The fencing token of a ``work`` hold: the hold Lease's identity.
+
+    A new hold on the same URI is a new Lease (another uid), so a tool that records the token it
+    last saw for a URI can refuse a caller presenting an older one: a stale holder.
+    """
+
+    uid: str
+    """The hold Lease's ``metadata.uid``."""
+    resource_version: str
+    """The hold Lease's ``metadata.resourceVersion`` when it was created."""
+
+
 class DeliveredBinding(_Document):
     """One of the agent's direct bindings (``spec.resources``), as resolved."""
 
@@ -51,6 +69,8 @@ class DeliveredBinding(_Document):
     uri: str
     state: BindingState
     resource: BoundResource | None = None
+    hold: Fence | None = None
+    """The fencing token, on the ``work`` binding only and only while it is held."""
 
 
 class DeliveredSlot(_Document):
@@ -85,6 +105,13 @@ class Bindings(_Document):
     agent: AgentRef
     resources: list[DeliveredBinding] = Field(default_factory=list)
     tools: list[DeliveredTool] = Field(default_factory=list)
+    _digest: str = PrivateAttr(default="")
+
+    @property
+    def digest(self) -> str:
+        """``sha256:<hex>`` of the bytes this document was read from: what a runtime
+        acknowledges. Empty when it was built some other way (``model_validate``, by hand)."""
+        return self._digest
 
     def tool(self, name: str) -> DeliveredTool | None:
         return next((t for t in self.tools if t.name == name), None)
@@ -97,11 +124,34 @@ class Bindings(_Document):
         """The agent's work binding: present only while the agent holds its work URI."""
         return self.binding(WORK_ROLE)
 
+    @property
+    def fence(self) -> Fence | None:
+        """The fencing token of the ``work`` hold (None while no work is held, or from a
+        controller that does not send one): pass it to tools that can refuse a stale holder."""
+        work = self.work
+        return work.hold if work is not None else None
 
-def parse_bindings(text: str, source: str = "the bindings document") -> Bindings:
-    """Read a bindings document from its JSON text; ``source`` names it in errors."""
+
+def digest_of(raw: bytes) -> str:
+    """A document's identity: ``sha256:<hex>`` of its exact bytes (as
+    :func:`controller.domain.acknowledgement.digest` computes it from the rendered text)."""
+    return "sha256:" + hashlib.sha256(raw).hexdigest()
+
+
+def parse_bindings(text: str | bytes, source: str = "the bindings document") -> Bindings:
+    """Read a bindings document from its JSON text or bytes; ``source`` names it in errors.
+
+    The result's :attr:`~Bindings.digest` is that of ``text`` (of its UTF-8 encoding for a
+    ``str``): pass the file's bytes to be sure it is the digest of the file.
+    """
+    raw = text if isinstance(text, bytes) else text.encode("utf-8")
     try:
-        data = json.loads(text)
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise BindingsError(
+            f"{source} is not UTF-8 text ({exc}); it is written by the Bindery controller into "
+            "the agent's bindings ConfigMap: check the file path"
+        ) from exc
     except ValueError as exc:
         raise BindingsError(
             f"{source} is not JSON ({exc}); it is written by the Bindery controller into the "
@@ -118,13 +168,15 @@ def parse_bindings(text: str, source: str = "the bindings document") -> Bindings
             f"{API_VERSION!r}: use a library version matching the controller"
         )
     try:
-        return Bindings.model_validate(data)
+        document = Bindings.model_validate(data)
     except ValidationError as exc:
         raise BindingsError(
             f"{source} is not a valid bindings document: {exc.errors()[0]['msg']} at "
             f"{'.'.join(str(p) for p in exc.errors()[0]['loc'])}; use a library version "
             "matching the controller"
         ) from exc
+    document._digest = digest_of(raw)
+    return document
 
 
 def bindings_path(path: str | os.PathLike[str] | None = None) -> Path:
@@ -133,14 +185,15 @@ def bindings_path(path: str | os.PathLike[str] | None = None) -> Path:
 
 
 def load_bindings(path: str | os.PathLike[str] | None = None) -> Bindings:
-    """Read the delivered bindings document (see :func:`bindings_path` for where)."""
+    """Read the delivered bindings document (see :func:`bindings_path` for where); its
+    :attr:`~Bindings.digest` is that of the file's bytes."""
     file = bindings_path(path)
     try:
-        text = file.read_text(encoding="utf-8")
+        raw = file.read_bytes()
     except OSError as exc:
         raise BindingsError(
             f"cannot read the bindings file {file}: {exc.strerror or exc}; set "
             f"{BINDINGS_ENV} (or --bindings) to the mounted file, which the controller mounts "
             f"at {DEFAULT_BINDINGS_FILE}"
         ) from exc
-    return parse_bindings(text, f"the bindings file {file}")
+    return parse_bindings(raw, f"the bindings file {file}")

@@ -5,6 +5,8 @@ tests/integration/test_session_library.py runs them against the real API server)
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import os
 import threading
 from pathlib import Path
@@ -12,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from controller.domain.acknowledgement import digest
 from controller.domain.delivery import BINDINGS_FILE, bindings_document, render
 from controller.domain.models import AgentObject, ResourceObject, ResourceTypeObject
 from controller.domain.registry import Registry
@@ -22,6 +25,7 @@ from controller.session import (
     Bindings,
     BindingsError,
     BindingsWatcher,
+    Fence,
     ResolveError,
     SessionResolver,
     load_bindings,
@@ -106,6 +110,59 @@ def test_the_work_binding_is_absent_while_not_held() -> None:
 def test_unknown_fields_from_a_newer_controller_are_ignored() -> None:
     text = delivered(world(DEV)).replace('"kind": "Bindings"', '"kind": "Bindings", "new": 1')
     assert parse_bindings(text).agent.name == "dev"
+
+
+def with_hold(text: str, uid: str = "lease-uid", version: str = "42") -> str:
+    """The document as a controller that sends the fencing token renders it."""
+    doc = json.loads(text)
+    for entry in doc["resources"]:
+        if entry["name"] == "work":
+            entry["hold"] = {"uid": uid, "resourceVersion": version}
+    return render(doc)
+
+
+def test_the_work_binding_carries_the_fencing_token_of_its_hold() -> None:
+    bindings = parse_bindings(with_hold(delivered(world(DEV))))
+    assert bindings.fence == Fence(uid="lease-uid", resource_version="42")
+    assert bindings.work is not None
+    assert bindings.work.hold == bindings.fence
+    notes = bindings.binding("notes")
+    assert notes is not None
+    assert notes.hold is None
+
+
+def test_documents_without_a_fencing_token_still_read() -> None:
+    held = parse_bindings(delivered(world(DEV)))
+    assert held.work is not None
+    assert held.fence is None
+    assert parse_bindings(delivered(world(DEV), deliver_work=False)).fence is None
+
+
+def test_a_document_is_identified_by_the_digest_of_its_bytes(tmp_path: Path) -> None:
+    text = with_hold(delivered(world(DEV)))
+    path = tmp_path / "bindings.json"
+    path.write_bytes(text.encode("utf-8").replace(b"\n", b"\r\n"))  # bytes, not text, count
+    expected = "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+    assert load_bindings(path).digest == expected
+    assert parse_bindings(path.read_bytes()).digest == expected
+    assert parse_bindings(text).digest == digest(text)
+    watcher = BindingsWatcher(path)
+    polled = watcher.poll()
+    assert polled is not None
+    assert polled.digest == expected
+
+
+def test_the_digest_is_not_part_of_the_document() -> None:
+    bindings = parse_bindings(delivered(world(DEV)))
+    assert bindings.digest.startswith("sha256:")
+    assert "digest" not in bindings.model_dump(by_alias=True)
+    assert "digest" not in bindings.model_dump_json()
+    assert Bindings.model_validate(bindings.model_dump(by_alias=True)).digest == ""
+    with pytest.raises((AttributeError, ValueError)):
+        bindings.digest = "sha256:other"  # type: ignore[misc]
+    # A "digest" key in a document (from a newer controller, say) is not taken for the identity.
+    text = delivered(world(DEV)).replace('"kind": "Bindings"', '"kind": "Bindings", "digest": "x"')
+    assert parse_bindings(text).digest == digest(text)
 
 
 @pytest.mark.parametrize(
