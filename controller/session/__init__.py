@@ -3,15 +3,27 @@
 * :func:`load_bindings`: the bindings document the controller delivers, as typed objects, with
   its :attr:`~Bindings.digest` (its identity) and the ``work`` hold's :attr:`~Bindings.fence`
   (a :class:`Fence`: the fencing token to hand to tools that can refuse a stale holder).
-* :class:`BindingsWatcher`: notices a new document (the kubelet's atomic ``..data`` swap) so an
-  agent picks up new bindings without a restart: blocking iterator, callback, or asyncio.
+* :class:`BindingsWatcher`: notices a new document (the delivery sidecar's rename, or the
+  kubelet's atomic ``..data`` swap) so an agent picks up new bindings without a restart:
+  blocking iterator, callback, or asyncio; ``acknowledge=True`` acknowledges for the runtime.
+* :func:`announce`, :func:`acknowledge`, :func:`refuse`: tell the controller this runtime
+  acknowledges documents, that it applied one, or that it refuses one (the file at
+  :func:`ack_path`, which the delivery sidecar reports; :class:`AcknowledgeError` if it cannot).
 * :func:`resolve`: a value for a deferred ``parameter`` slot, resolved at invocation with the
   session's own credentials and the controller's own rules and messages.
 
-The ``bindery resolve`` command offers the last one to runtimes in any language. See
-docs/session.md.
+The ``bindery ack`` and ``bindery resolve`` commands offer acknowledging and resolving to
+runtimes in any language. See docs/session.md.
 """
 
+from controller.session.acknowledge import (
+    DEFAULT_ACK_FILE,
+    AcknowledgeError,
+    ack_path,
+    acknowledge,
+    announce,
+    refuse,
+)
 from controller.session.document import (
     DEFAULT_BINDINGS_FILE,
     AgentRef,
@@ -37,7 +49,9 @@ from controller.session.resolver import (
 from controller.session.watch import BindingsWatcher
 
 __all__ = [
+    "DEFAULT_ACK_FILE",
     "DEFAULT_BINDINGS_FILE",
+    "AcknowledgeError",
     "AgentRef",
     "Bindings",
     "BindingsError",
@@ -50,9 +64,13 @@ __all__ = [
     "ResolveError",
     "ResourceReader",
     "SessionResolver",
+    "ack_path",
+    "acknowledge",
+    "announce",
     "bindings_path",
     "load_bindings",
     "parse_bindings",
+    "refuse",
     "resolve",
     "resource_json",
     "session_api_client",
