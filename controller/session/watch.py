@@ -1,10 +1,14 @@
 """Noticing a new bindings document without restarting the session.
 
-The kubelet projects a ConfigMap volume as a timestamped directory (``..2026_12_01_06_30_00.1``)
-holding the files, a ``..data`` symlink to it, and one symlink per key (``bindings.json ->
-..data/bindings.json``). An update writes a new timestamped directory and renames a fresh symlink
-over ``..data``: one atomic swap, so a reader sees the old document or the new one, never half of
-each. The file itself is never written in place, so watching it for writes sees nothing.
+In a session pod the delivery sidecar writes the file (into an emptyDir) by temp file + rename,
+within about a second of a change: the path then names a new file (a new inode). Elsewhere (an
+external runtime mounting the ConfigMap, a pod from before the sidecar) it is the kubelet's own
+projection. The kubelet projects a ConfigMap volume as a timestamped directory
+(``..2026_12_01_06_30_00.1``) holding the files, a ``..data`` symlink to it, and one symlink per
+key (``bindings.json -> ..data/bindings.json``). An update writes a new timestamped directory and
+renames a fresh symlink over ``..data``: one atomic swap, so a reader sees the old document or the
+new one, never half of each. Neither way writes the file in place, so watching it for writes sees
+nothing.
 
 :class:`BindingsWatcher` therefore polls what the swap changes: the ``..data`` target, and the
 identity (inode, size, mtime) of the file the path resolves to; when either moved it reads the
@@ -12,13 +16,17 @@ document and reports it only if its content changed (a swap can carry the same b
 checks work for a plain file replaced by a rename, or written in place (a document read half
 written is not reported; the next poll reads it whole). Polling needs nothing beyond the standard
 library and costs two ``stat`` calls a second.
+
+With ``acknowledge=True`` the watcher also tells the controller what the runtime did with each
+document (:mod:`controller.session.acknowledge`): ``Started`` before its first read, then
+``Applied`` once the consumer is done with a document (or ``Refused`` when a ``watch`` callback
+raised).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import os
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -27,7 +35,16 @@ from pathlib import Path
 
 import structlog
 
-from controller.session.document import Bindings, BindingsError, bindings_path, parse_bindings
+from controller.session.acknowledge import ack_path as resolve_ack_path
+from controller.session.acknowledge import acknowledge as write_applied
+from controller.session.acknowledge import announce, refuse
+from controller.session.document import (
+    Bindings,
+    BindingsError,
+    bindings_path,
+    digest_of,
+    parse_bindings,
+)
 
 DATA_LINK = "..data"
 """The symlink the kubelet swaps atomically in a projected ConfigMap volume."""
@@ -52,11 +69,36 @@ class BindingsWatcher:
     ``poll()`` checks once; ``changes()`` is a blocking iterator, ``watch(callback)`` calls back,
     ``achanges()`` is the asyncio variant. Each starts with the current document (when there is
     one), then yields a document whenever its content changed. One watcher serves one consumer.
+
+    ``acknowledge=True`` makes the watcher acknowledge for the runtime (to the file at
+    ``ack_path``, else ``$BINDERY_ACK_FILE``, else the mounted path):
+
+    * it announces (``Started``) once, at its first poll, before it first reads the bindings file;
+    * ``changes()`` and ``achanges()`` acknowledge a document (``Applied``) when the consumer asks
+      for the next one, that is once the loop body ran for it. Leaving the loop (``break``, an
+      exception, closing the iterator) does not acknowledge the document in hand: call
+      :func:`~controller.session.acknowledge` yourself if it was applied;
+    * ``watch(callback)`` acknowledges a document once the callback returned; when the callback
+      raises an :class:`Exception`, it refuses the document with the exception's text, logs it,
+      and keeps watching (without ``acknowledge`` the exception propagates, as it always did);
+    * ``poll()`` announces but acknowledges nothing: whoever calls it acknowledges.
+
+    A failed acknowledgement write raises :class:`~controller.session.AcknowledgeError`.
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, interval: float = 1.0):
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        interval: float = 1.0,
+        acknowledge: bool = False,
+        ack_path: str | os.PathLike[str] | None = None,
+    ):
         self.path: Path = bindings_path(path)
         self.interval = interval
+        self.acknowledges = acknowledge
+        self.ack_path: Path | None = resolve_ack_path(ack_path) if acknowledge else None
+        self._announced = False
         self._version: _Version | None = None
         self._digest = ""
 
@@ -74,6 +116,9 @@ class BindingsWatcher:
     def poll(self) -> Bindings | None:
         """The document, if it changed since the last one reported (the first poll reports the
         current one); None if it did not, or if it is missing or unreadable for now."""
+        if self.acknowledges and not self._announced:
+            announce(self.ack_path)
+            self._announced = True
         version = self._probe()
         if version is None or version == self._version:
             return None
@@ -82,12 +127,12 @@ class BindingsWatcher:
         except OSError:
             return None  # swapped away between the probe and the read: the next poll sees it
         self._version = version
-        digest = hashlib.sha256(raw).hexdigest()
+        digest = digest_of(raw)
         if digest == self._digest:
             return None
         try:
-            document = parse_bindings(raw.decode("utf-8"), f"the bindings file {self.path}")
-        except (BindingsError, UnicodeDecodeError) as exc:
+            document = parse_bindings(raw, f"the bindings file {self.path}")
+        except BindingsError as exc:
             # A file written in place may be read half-written; its next write changes the
             # version, and the next poll reads it again.
             log.warning("bindings file not readable yet", path=str(self.path), error=str(exc))
@@ -95,30 +140,58 @@ class BindingsWatcher:
         self._digest = digest
         return document
 
-    def changes(self, stop: threading.Event | None = None) -> Iterator[Bindings]:
-        """The current document, then each new one, until ``stop`` is set (blocking)."""
-        stop = stop or threading.Event()
+    def _applied(self, document: Bindings) -> None:
+        if self.acknowledges:
+            write_applied(document, self.ack_path)
+
+    def _documents(self, stop: threading.Event) -> Iterator[Bindings]:
         while not stop.is_set():
             document = self.poll()
             if document is not None:
                 yield document
             stop.wait(self.interval)
 
+    def changes(self, stop: threading.Event | None = None) -> Iterator[Bindings]:
+        """The current document, then each new one, until ``stop`` is set (blocking). With
+        ``acknowledge``, each is acknowledged when the next is asked for."""
+        for document in self._documents(stop or threading.Event()):
+            yield document
+            self._applied(document)
+
     def watch(
         self, callback: Callable[[Bindings], None], stop: threading.Event | None = None
     ) -> None:
         """Call ``callback`` with the current document, then with each new one, until ``stop``
-        is set (blocking: run it in a thread of its own to watch in the background)."""
-        for document in self.changes(stop):
-            callback(document)
+        is set (blocking: run it in a thread of its own to watch in the background). With
+        ``acknowledge``, a document is acknowledged when the callback returns, and refused with
+        the exception's text when it raises (and the watch goes on)."""
+        for document in self._documents(stop or threading.Event()):
+            if not self.acknowledges:
+                callback(document)
+                continue
+            try:
+                callback(document)
+            except Exception as exc:
+                reason = str(exc) or type(exc).__name__
+                log.warning(
+                    "bindings refused: the callback raised",
+                    path=str(self.path),
+                    digest=document.digest,
+                    error=reason,
+                )
+                refuse(document, reason, self.ack_path)
+                continue
+            write_applied(document, self.ack_path)
 
     async def achanges(self, stop: asyncio.Event | None = None) -> AsyncIterator[Bindings]:
         """:meth:`changes` for asyncio: the event loop is never blocked (a poll is two stats,
-        and a read only when something moved)."""
+        and a read only when something moved; an acknowledgement, a write of a small file).
+        With ``acknowledge``, each document is acknowledged when the next is asked for."""
         stop = stop or asyncio.Event()
         while not stop.is_set():
             document = self.poll()
             if document is not None:
                 yield document
+                self._applied(document)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self.interval)

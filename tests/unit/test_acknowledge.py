@@ -3,9 +3,11 @@ watcher acknowledging for the runtime, and ``bindery ack`` (real files under tmp
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,7 @@ from controller.session import (
     DEFAULT_ACK_FILE,
     AcknowledgeError,
     Bindings,
+    BindingsWatcher,
     ack_path,
     acknowledge,
     announce,
@@ -188,3 +191,114 @@ def test_a_document_without_a_digest_cannot_be_acknowledged(ack_file: Path) -> N
     with pytest.raises(AcknowledgeError, match="load it with load_bindings"):
         refuse(built, "no", ack_file)
     assert not ack_file.exists()
+
+
+# --------------------------------------------------------------------------------------------
+# The watcher acknowledging for the runtime
+
+
+def test_the_watcher_announces_before_its_first_read(tmp_path: Path, ack_file: Path) -> None:
+    path = tmp_path / "bindings.json"  # not delivered yet
+    watcher = BindingsWatcher(path, acknowledge=True, ack_path=ack_file)
+    assert not ack_file.exists()  # constructing it writes nothing
+    assert watcher.poll() is None
+    assert read_ack(ack_file)["state"] == STARTED  # announced though there was nothing to read
+    announced = ack_file.stat().st_ino
+    deliver(path, document(0))
+    polled = watcher.poll()
+    assert polled is not None
+    assert ack_file.stat().st_ino == announced  # once only; poll() acknowledges nothing itself
+
+
+def test_the_iterator_acknowledges_a_document_after_the_loop_body_ran(
+    bindings_file: Path, ack_file: Path
+) -> None:
+    texts = [document(i) for i in range(3)]
+    watcher = BindingsWatcher(bindings_file, interval=0.005, acknowledge=True, ack_path=ack_file)
+    seen: list[tuple[str, str, str]] = []  # (document, ack state at body start, ack digest)
+    stop = threading.Event()
+    for bindings in watcher.changes(stop):
+        i = len(seen)
+        record = read_ack(ack_file)
+        seen.append((bindings.digest, record["state"], record["digest"]))
+        assert record["digest"] != bindings.digest  # not acknowledged while the body runs
+        if i + 1 < len(texts):
+            deliver(bindings_file, texts[i + 1])
+        else:
+            break  # leaving the loop does not acknowledge the document in hand
+    assert seen == [
+        (sha(texts[0]), STARTED, ""),
+        (sha(texts[1]), APPLIED, sha(texts[0])),
+        (sha(texts[2]), APPLIED, sha(texts[1])),
+    ]
+    assert read_ack(ack_file)["digest"] == sha(texts[1])
+
+
+def test_the_callback_acknowledges_on_return_and_refuses_on_raise(
+    bindings_file: Path, ack_file: Path
+) -> None:
+    watcher = BindingsWatcher(bindings_file, interval=0.005, acknowledge=True, ack_path=ack_file)
+    stop = threading.Event()
+    states: list[tuple[str, str, str]] = []
+
+    def apply(bindings: Bindings) -> None:
+        record = read_ack(ack_file)
+        states.append((record["state"], record["digest"], record["message"]))
+        if bindings.digest == sha(document(0)):
+            deliver(bindings_file, document(1))
+            raise ValueError("tool git is not installed")
+        stop.set()  # the second document: applied once this returns
+
+    watcher.watch(apply, stop)  # returns: the raise did not end the watch
+    assert states == [
+        (STARTED, "", ""),
+        (REFUSED, sha(document(0)), "tool git is not installed"),
+    ]
+    record = read_ack(ack_file)
+    assert (record["state"], record["digest"], record["message"]) == (
+        APPLIED,
+        sha(document(1)),
+        "",
+    )
+
+
+def test_without_acknowledge_nothing_is_written_and_a_raise_propagates(
+    bindings_file: Path, ack_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(ACK_ENV, str(ack_file))
+    watcher = BindingsWatcher(bindings_file, interval=0.005)
+    assert watcher.ack_path is None
+
+    def apply(bindings: Bindings) -> None:
+        raise ValueError("boom")
+
+    with pytest.raises(ValueError, match="boom"):
+        watcher.watch(apply)
+    stop = threading.Event()
+    deliver(bindings_file, document(1))
+    for _ in watcher.changes(stop):
+        stop.set()
+    assert not ack_file.exists()
+
+
+async def test_the_asyncio_iterator_acknowledges_on_the_next_pull(
+    bindings_file: Path, ack_file: Path
+) -> None:
+    watcher = BindingsWatcher(bindings_file, interval=0.005, acknowledge=True, ack_path=ack_file)
+    stop = asyncio.Event()
+    seen: list[tuple[str, str]] = []
+    async for bindings in watcher.achanges(stop):
+        record = read_ack(ack_file)
+        seen.append((record["state"], record["digest"]))
+        if bindings.digest == sha(document(0)):
+            deliver(bindings_file, document(1))
+        else:
+            stop.set()  # the loop ends by the stop: the iterator is pulled once more
+    assert seen == [(STARTED, ""), (APPLIED, sha(document(0)))]
+    assert read_ack(ack_file)["digest"] == sha(document(1))
+
+
+def test_the_watcher_reports_a_missing_ack_directory(bindings_file: Path, tmp_path: Path) -> None:
+    watcher = BindingsWatcher(bindings_file, acknowledge=True, ack_path=tmp_path / "no" / "a.json")
+    with pytest.raises(AcknowledgeError, match=ACK_ENV):
+        watcher.poll()
