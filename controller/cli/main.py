@@ -10,6 +10,7 @@ bindery import-tool FILE.yaml     a tool with snake_case resource_slots -> Tool 
 bindery uri-encode URI ...        a URI as the CRDs accept it: non-ASCII percent-encoded
 bindery why AGENT [-o json]       why an agent is (not) Ready (also `kubectl bindery why`)
 bindery resolve --tool T --slot S VALUE  (in a session) a deferred parameter slot -> resource
+bindery ack [--refuse REASON | --started]  (in a session) acknowledge the current bindings
 """
 
 from __future__ import annotations
@@ -55,7 +56,11 @@ def _cluster(args: argparse.Namespace) -> int:
 
 def _cluster_up(harness: Any, args: argparse.Namespace) -> int:
     state = harness.LocalCluster(
-        Path(args.state_dir), audit=args.audit, nodes=not args.no_nodes, api_port=args.port
+        Path(args.state_dir),
+        audit=args.audit,
+        nodes=not args.no_nodes,
+        kubelet=args.kubelet,
+        api_port=args.port,
     ).up()
     print(f"local control plane ready at {state.server}")
     print(f"  kubeconfig: {state.kubeconfig}")
@@ -178,6 +183,75 @@ def _resolve(args: argparse.Namespace) -> int:
     return Exit.OK
 
 
+def _ack(args: argparse.Namespace) -> int:
+    from controller.session import (
+        AcknowledgeError,
+        BindingsError,
+        acknowledge,
+        announce,
+        load_bindings,
+        refuse,
+    )
+
+    if args.refuse is not None and not args.refuse.strip():
+        print(
+            "error: --refuse needs a reason: say what is wrong with the document (the "
+            "controller shows it in the agent's status), e.g. --refuse 'unknown tool git'",
+            file=sys.stderr,
+        )
+        return Exit.USAGE
+    try:
+        if args.started:
+            written = announce(args.ack_file)
+            print(f"announced: this runtime acknowledges bindings documents ({written})")
+            return Exit.OK
+        bindings = load_bindings(args.bindings)
+        if args.refuse is not None:
+            written = refuse(bindings, args.refuse, args.ack_file)
+            print(f"refused {bindings.digest}: {args.refuse} ({written})")
+        else:
+            written = acknowledge(bindings, args.ack_file)
+            print(f"applied {bindings.digest} ({written})")
+    except (BindingsError, AcknowledgeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return Exit.FAILURE
+    return Exit.OK
+
+
+def _add_ack_parser(sub: Any) -> None:
+    ack = sub.add_parser(
+        "ack",
+        help="in a session: acknowledge the current bindings document (applied or refused)",
+        description="Tell the controller, through the session's delivery sidecar, what this "
+        "runtime did with the current bindings document: applied it and stopped using anything "
+        "no longer in it (the default), refused it (--refuse), or, once before first reading "
+        "the bindings, that it acknowledges documents at all (--started). Prints what it "
+        "acknowledged; on error prints why on stderr and exits non-zero.",
+    )
+    what = ack.add_mutually_exclusive_group()
+    what.add_argument(
+        "--refuse", metavar="REASON", default=None, help="refuse the document, saying why"
+    )
+    what.add_argument(
+        "--started",
+        action="store_true",
+        help="announce that this runtime acknowledges documents (before its first read)",
+    )
+    ack.add_argument(
+        "--bindings",
+        default=None,
+        metavar="FILE",
+        help="the bindings file (default: $BINDERY_BINDINGS_FILE, else the mounted path)",
+    )
+    ack.add_argument(
+        "--ack-file",
+        default=None,
+        metavar="FILE",
+        help="the acknowledgement file (default: $BINDERY_ACK_FILE, else the mounted path)",
+    )
+    ack.set_defaults(func=_ack)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="bindery", description="Bind AI agents to the typed resources and tools they use."
@@ -266,6 +340,12 @@ def build_parser() -> argparse.ArgumentParser:
                 "--no-nodes", action="store_true", help="skip kube-scheduler and the kwok fake node"
             )
             p.add_argument(
+                "--kubelet",
+                action="store_true",
+                help="a real node (containerd, runc, CNI, a kubelet; root, Linux) instead of "
+                "kwok's fake one: sessions run as real processes",
+            )
+            p.add_argument(
                 "--port", type=int, default=None, help="kube-apiserver port (default: a free one)"
             )
 
@@ -303,6 +383,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="credentials (default: the pod's ServiceAccount, else $KUBECONFIG)",
     )
     resolve.set_defaults(func=_resolve)
+    _add_ack_parser(sub)
 
     from controller.authoring.cli import register
 

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from controller.cli.exits import Exit
+from controller.cli.main import main
 from controller.domain.acknowledgement import (
     ACK_ENV,
     ACK_FILE,
@@ -302,3 +304,60 @@ def test_the_watcher_reports_a_missing_ack_directory(bindings_file: Path, tmp_pa
     watcher = BindingsWatcher(bindings_file, acknowledge=True, ack_path=tmp_path / "no" / "a.json")
     with pytest.raises(AcknowledgeError, match=ACK_ENV):
         watcher.poll()
+
+
+# --------------------------------------------------------------------------------------------
+# bindery ack
+
+
+def test_bindery_ack_acknowledges_the_current_document(
+    bindings_file: Path, ack_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["ack", "--bindings", str(bindings_file), "--ack-file", str(ack_file)]
+    assert main(args) == Exit.OK
+    expected = "sha256:" + hashlib.sha256(bindings_file.read_bytes()).hexdigest()
+    record = read_ack(ack_file)
+    assert (record["state"], record["digest"]) == (APPLIED, expected)
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1
+    assert expected in out
+
+    assert main([*args, "--refuse", "unknown tool git"]) == Exit.OK
+    record = read_ack(ack_file)
+    assert (record["state"], record["digest"], record["message"]) == (
+        REFUSED,
+        expected,
+        "unknown tool git",
+    )
+    assert "unknown tool git" in capsys.readouterr().out
+
+
+def test_bindery_ack_started_needs_no_bindings(
+    tmp_path: Path, ack_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(ACK_ENV, str(ack_file))
+    monkeypatch.setenv("BINDERY_BINDINGS_FILE", str(tmp_path / "none.json"))
+    assert main(["ack", "--started"]) == Exit.OK
+    assert read_ack(ack_file)["state"] == STARTED
+
+
+def test_bindery_ack_says_what_is_wrong(
+    tmp_path: Path, bindings_file: Path, ack_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "none.json"
+    assert main(["ack", "--bindings", str(missing), "--ack-file", str(ack_file)]) != Exit.OK
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot read the bindings file")
+    assert str(missing) in err
+    assert "BINDERY_BINDINGS_FILE" in err
+
+    args = ["ack", "--bindings", str(bindings_file), "--ack-file", str(ack_file)]
+    assert main([*args, "--refuse", " "]) != Exit.OK
+    assert "--refuse needs a reason" in capsys.readouterr().err
+
+    nowhere = tmp_path / "nowhere" / ACK_FILE
+    assert main(["ack", "--bindings", str(bindings_file), "--ack-file", str(nowhere)]) != Exit.OK
+    err = capsys.readouterr().err
+    assert str(nowhere.parent) in err
+    assert ACK_ENV in err
+    assert not ack_file.exists()
