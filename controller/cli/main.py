@@ -56,11 +56,7 @@ def _cluster(args: argparse.Namespace) -> int:
 
 def _cluster_up(harness: Any, args: argparse.Namespace) -> int:
     state = harness.LocalCluster(
-        Path(args.state_dir),
-        audit=args.audit,
-        nodes=not args.no_nodes,
-        kubelet=args.kubelet,
-        api_port=args.port,
+        Path(args.state_dir), audit=args.audit, nodes=not args.no_nodes, api_port=args.port
     ).up()
     print(f"local control plane ready at {state.server}")
     print(f"  kubeconfig: {state.kubeconfig}")
@@ -338,12 +334,6 @@ def build_parser() -> argparse.ArgumentParser:
             )
             p.add_argument(
                 "--no-nodes", action="store_true", help="skip kube-scheduler and the kwok fake node"
-            )
-            p.add_argument(
-                "--kubelet",
-                action="store_true",
-                help="a real node (containerd, runc, CNI, a kubelet; root, Linux) instead of "
-                "kwok's fake one: sessions run as real processes",
             )
             p.add_argument(
                 "--port", type=int, default=None, help="kube-apiserver port (default: a free one)"
