@@ -62,7 +62,7 @@ fmt: venv ## format and fix what ruff can
 	$(VENV)/bin/ruff check --fix .
 
 unit: venv ## unit tests only (no control plane)
-	$(PY) -m pytest -m "not integration and not e2e and not floors" tests
+	$(PY) -m pytest -m "not integration and not e2e and not floors and not node" tests
 
 test: venv control-plane lint ## everything: lint, unit, dependency floors and integration tests on a real API server
 	$(PY) -m pytest tests

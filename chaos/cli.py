@@ -26,8 +26,8 @@ from chaos.plane import ApiServer
 from chaos.replay import Version, replay
 from chaos.run import Options, RunResult, judge_replay, run_once
 from harness.cluster import LocalCluster, kubectl
+from harness.errors import HarnessError
 from harness.kube import Kube
-from harness.process import HarnessError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CRD_DIR = REPO_ROOT / "crds"

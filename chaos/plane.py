@@ -22,7 +22,8 @@ from typing import Self
 import structlog
 
 from harness.cluster import ADMIN_TOKEN, ClusterState, LocalCluster
-from harness.process import ControllerProcess, HarnessError
+from harness.errors import HarnessError
+from harness.process import ControllerProcess
 
 log = structlog.get_logger("bindery.chaos")
 

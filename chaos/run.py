@@ -18,8 +18,8 @@ from chaos.churn import Churn, uri_pool
 from chaos.plane import ApiServer, Controller
 from chaos.recorder import Gap, Recorder
 from chaos.replay import EXCLUSIVITY, WITHOUT_HOLD, FinalState, Replay, final_state, replay
+from harness.errors import HarnessError
 from harness.kube import Kube
-from harness.process import HarnessError
 
 log = structlog.get_logger("bindery.chaos")
 

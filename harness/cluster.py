@@ -1,7 +1,10 @@
 """A real, local Kubernetes control plane for development and tests: no Docker, no cluster.
 
-etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (fake nodes whose pods
-reach Running) run as child processes on free loopback ports with a throwaway data directory.
+etcd, kube-apiserver, kube-controller-manager, kube-scheduler and a node run as child processes
+with a throwaway data directory: kwok's fake node by default (pods reach Running, no process
+starts: for scale tests and benchmarks), or with ``kubelet=True`` a real node (containerd, runc,
+CNI and a kubelet, see :mod:`harness.node`) whose pods are real processes; the API server then
+listens on the node's address instead of loopback.
 The binaries are built from the Go module proxy by the harness's build script
 (``harness/tools/build.sh``, or ``$BINDERY_BUILD_SCRIPT``) into a cache outside the repository
 (``~/.cache/bindery``) and reused afterwards.
@@ -31,6 +34,10 @@ from typing import Any
 
 import structlog
 
+from harness import node
+from harness.errors import ClusterError
+from harness.node import KUBERNETES_SERVICE_IP, NODE_IP
+
 log = structlog.get_logger("bindery.cluster")
 
 BUILD_SCRIPT_ENV = "BINDERY_BUILD_SCRIPT"
@@ -50,10 +57,6 @@ rules:
 """
 
 
-class ClusterError(RuntimeError):
-    """The local control plane could not be built, started or reached."""
-
-
 @dataclass
 class ClusterState:
     """What a running local control plane consists of; persisted as ``state.json``."""
@@ -65,6 +68,8 @@ class ClusterState:
     bin_dir: str
     pids: dict[str, int] = field(default_factory=dict)
     audit_log: str = ""
+    node_root: str = ""
+    """The real node's directory (empty without one): ``down`` stops what runs there."""
 
     def save(self) -> None:
         Path(self.state_dir, "state.json").write_text(json.dumps(asdict(self), indent=2))
@@ -113,6 +118,14 @@ def ensure_binaries() -> Path:
     return Path(proc.stdout.strip().splitlines()[-1])
 
 
+def cache_root() -> Path:
+    """Where built binaries and images are kept (``$BINDERY_CACHE``, else the XDG cache)."""
+    explicit = os.environ.get("BINDERY_CACHE")
+    if explicit:
+        return Path(explicit)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "bindery"
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -136,8 +149,20 @@ def _openssl(*args: str) -> None:
         raise ClusterError(f"openssl {args[0]} failed: {proc.stderr.strip()}")
 
 
+def sign_certificate(pki: Path, name: str, subject: str, extensions: str) -> None:
+    """``<name>.key`` and ``<name>.crt`` for ``subject``, signed by the local CA."""
+    key, csr, ext = pki / f"{name}.key", pki / f"{name}.csr", pki / f"{name}.ext"
+    _openssl("genrsa", "-out", str(key), "2048")
+    _openssl("req", "-new", "-key", str(key), "-subj", subject, "-out", str(csr))
+    ext.write_text(extensions)
+    _openssl(
+        "x509", "-req", "-in", str(csr), "-CA", str(pki / "ca.crt"), "-CAkey", str(pki / "ca.key"),
+        "-CAcreateserial", "-days", "3650", "-extfile", str(ext), "-out", str(pki / f"{name}.crt"),
+    )  # fmt: skip
+
+
 def make_pki(pki: Path) -> None:
-    """A CA, a serving certificate for 127.0.0.1/localhost, and a service-account key."""
+    """A CA, the API server's serving certificate, and a service-account key."""
     if shutil.which("openssl") is None:
         raise ClusterError("openssl is not on PATH: it makes the local cluster's certificates")
     pki.mkdir(parents=True, exist_ok=True)
@@ -155,37 +180,13 @@ def make_pki(pki: Path) -> None:
         "-out",
         str(pki / "ca.crt"),
     )
-    _openssl("genrsa", "-out", str(pki / "apiserver.key"), "2048")
-    _openssl(
-        "req",
-        "-new",
-        "-key",
-        str(pki / "apiserver.key"),
-        "-subj",
+    sign_certificate(
+        pki,
+        "apiserver",
         "/CN=kube-apiserver",
-        "-out",
-        str(pki / "apiserver.csr"),
-    )
-    (pki / "san.ext").write_text(
-        "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc\n"
-        "extendedKeyUsage=serverAuth\n"
-    )
-    _openssl(
-        "x509",
-        "-req",
-        "-in",
-        str(pki / "apiserver.csr"),
-        "-CA",
-        str(pki / "ca.crt"),
-        "-CAkey",
-        str(pki / "ca.key"),
-        "-CAcreateserial",
-        "-days",
-        "3650",
-        "-extfile",
-        str(pki / "san.ext"),
-        "-out",
-        str(pki / "apiserver.crt"),
+        # The node's address and the kubernetes Service's: pods on a real node reach it there.
+        "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc,"
+        f"IP:{NODE_IP},IP:{KUBERNETES_SERVICE_IP}\nextendedKeyUsage=serverAuth\n",
     )
     _openssl("genrsa", "-out", str(pki / "sa.key"), "2048")
 
@@ -228,11 +229,14 @@ class LocalCluster:
         *,
         audit: bool = False,
         nodes: bool = True,
+        kubelet: bool = False,
         api_port: int | None = None,
     ) -> None:
         self.state_dir = state_dir
         self.audit = audit
         self.nodes = nodes
+        self.kubelet = kubelet
+        """A real node (containerd, runc, a kubelet) instead of kwok's fake one."""
         self.api_port = api_port
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self.state: ClusterState | None = None
@@ -253,12 +257,14 @@ class LocalCluster:
                 f"(server {existing.server}); run 'bindery cluster down' first"
             )
         bin_dir = ensure_binaries()
+        cni_bin = node.preflight() if self.kubelet else None
+        images = self._node_images() if self.kubelet else []
         etcd_port, api_port = free_port(), self.api_port or free_port()
         check_port_free(api_port)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         base = Path("/dev/shm") if Path("/dev/shm").is_dir() else None  # noqa: S108
         data_dir = Path(tempfile.mkdtemp(prefix="bindery-cluster-", dir=base))
-        server = f"https://127.0.0.1:{api_port}"
+        server = f"https://{NODE_IP if self.kubelet else '127.0.0.1'}:{api_port}"
         kubeconfig = self.state_dir / "kubeconfig"
         self.state = ClusterState(
             state_dir=str(self.state_dir),
@@ -271,11 +277,18 @@ class LocalCluster:
             pki = data_dir / "pki"
             make_pki(pki)
             write_kubeconfig(kubeconfig, server, pki / "ca.crt")
+            if self.kubelet:
+                node.claim(self.state_dir, api_port)
+                self._state.node_root = str(data_dir / "node")
+                node.network_up(api_port)
+                node.node_pki(pki, sign_certificate)
             self._start_etcd(bin_dir, data_dir, etcd_port)
             self._wait_etcd(etcd_port, deadline=time.monotonic() + timeout)
             self._start_apiserver(bin_dir, data_dir, pki, etcd_port, api_port)
             self._wait_ready(server, pki / "ca.crt", deadline=time.monotonic() + timeout)
             self._start_controllers(bin_dir, data_dir, pki, kubeconfig)
+            if cni_bin is not None:
+                self._start_node(bin_dir, pki, cni_bin, images, time.monotonic() + timeout)
         except BaseException:
             self.down()
             raise
@@ -288,6 +301,8 @@ class LocalCluster:
         pids = dict(state.pids) if state else {}
         for name, proc in self._procs.items():
             pids.setdefault(name, proc.pid)
+        if state and state.node_root:  # its containers first, while the API server still runs
+            node.stop(node.NodePaths(Path(state.node_root)), pids)
         # Stop in reverse start order: controllers first, etcd last.
         for name, pid in reversed(list(pids.items())):
             _terminate(pid, name)
@@ -394,6 +409,11 @@ class LocalCluster:
             "--max-requests-inflight=2000",
             "--max-mutating-requests-inflight=1000",
         ]
+        if self.kubelet:
+            overridden = ("--bind-address", "--advertise-address", "--authorization-mode")
+            argv = [a for a in argv if not a.startswith(overridden)] + node.apiserver_args(pki)
+            # Real pods name their ServiceAccount: let the API server default and check it.
+            argv = [a for a in argv if a != "--disable-admission-plugins=ServiceAccount"]
         if self.audit:
             policy = data_dir / "audit-policy.yaml"
             policy.write_text(AUDIT_POLICY)
@@ -442,7 +462,7 @@ class LocalCluster:
                 "--kube-api-burst=400",
             ],
         )
-        if not self.nodes:
+        if not (self.nodes or self.kubelet):
             return
         self._spawn(
             "kube-scheduler",
@@ -455,6 +475,8 @@ class LocalCluster:
                 f"--authorization-kubeconfig={kubeconfig}",
             ],
         )
+        if self.kubelet:
+            return  # the real node's pods must be real processes: no fake node beside it
         self._spawn(
             "kwok",
             [
@@ -470,6 +492,45 @@ class LocalCluster:
             ],
         )
         self._create_fake_node(kubeconfig)
+
+    # ---------------------------------------------------------------- the real node
+
+    @staticmethod
+    def _node_images() -> list[Path]:
+        """The pause image and the project's own, built (or found cached) before anything runs."""
+        from harness import images  # noqa: PLC0415 - builds need debootstrap/buildah: load late
+        from harness.process import source_root  # noqa: PLC0415
+
+        return [images.pause_image().archive, images.project_image(source_root()).archive]
+
+    def _start_node(
+        self, bin_dir: Path, pki: Path, cni_bin: Path, images: list[Path], deadline: float
+    ) -> None:
+        from harness.images import PAUSE_IMAGE  # noqa: PLC0415
+
+        paths = node.NodePaths(Path(self._state.node_root))
+        node.kubelet_kubeconfig(paths, self._state.server, pki)
+        self._spawn("containerd", node.containerd_argv(paths, cni_bin, PAUSE_IMAGE))
+        node.wait_containerd(paths, deadline, lambda: self._check_alive("containerd"))
+        for archive in images:
+            node.import_image(paths, archive)
+        self._spawn("kubelet", node.kubelet_argv(paths, bin_dir, pki))
+        node.record_owner(self._state.pids["kube-apiserver"])
+        kubeconfig = Path(self._state.kubeconfig)
+        while time.monotonic() < deadline:
+            self._check_alive("kubelet")
+            got = kubectl(
+                bin_dir, kubeconfig, "get", "node", node.NODE_NAME, "-o",
+                "jsonpath={.status.conditions[?(@.type=='Ready')].status}", check=False,
+            )  # fmt: skip
+            if got.stdout.strip() == "True":
+                return
+            time.sleep(0.5)
+        log_path = Path(self._state.state_dir) / "logs" / "kubelet.log"
+        raise ClusterError(
+            f"the real node {node.NODE_NAME} did not become Ready in time; last lines of "
+            f"{log_path}:\n{_tail(log_path)}"
+        )
 
     def _create_fake_node(self, kubeconfig: Path) -> None:
         """A kwok-managed node that accepts any pod, so Deployments' pods reach Running."""

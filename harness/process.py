@@ -17,12 +17,9 @@ from pathlib import Path
 from typing import Self
 
 import controller
+from harness.errors import HarnessError
 
 READY_LINE = "controller started"
-
-
-class HarnessError(RuntimeError):
-    """The harness could not do what its caller needs (a child exited, did not start)."""
 
 
 def source_root() -> Path:

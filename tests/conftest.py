@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness.cluster import LocalCluster
-from tests.support import CRD_DIR, Cluster, ControllerProcess
+from tests.support import Cluster, ControllerProcess, install_crds
 
 
 @pytest.fixture(scope="session")
@@ -30,18 +30,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 @pytest.fixture(scope="session")
 def crds(cluster: Cluster) -> list[str]:
-    """Apply every CRD under crds/ and wait until the API server serves them."""
-    files = sorted(CRD_DIR.glob("*.yaml"))
-    assert files, f"no CRDs found under {CRD_DIR}"
-    for path in files:
-        cluster.kubectl("apply", "--server-side", "-f", str(path))
-    names = [
-        line.split("/", 1)[1]
-        for line in cluster.kubectl("get", "-f", str(CRD_DIR), "-o", "name").stdout.split()
-    ]
-    for name in names:
-        cluster.kubectl("wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s")
-    return names
+    """Every CRD under crds/, applied and served."""
+    return install_crds(cluster)
 
 
 @pytest.fixture

@@ -59,6 +59,21 @@ class Cluster:
         return client.ApiClient(cfg)
 
 
+def install_crds(cluster: Cluster) -> list[str]:
+    """Apply every CRD under crds/ and wait until the API server serves them; their names."""
+    files = sorted(CRD_DIR.glob("*.yaml"))
+    assert files, f"no CRDs found under {CRD_DIR}"
+    for path in files:
+        cluster.kubectl("apply", "--server-side", "-f", str(path))
+    names = [
+        line.split("/", 1)[1]
+        for line in cluster.kubectl("get", "-f", str(CRD_DIR), "-o", "name").stdout.split()
+    ]
+    for name in names:
+        cluster.kubectl("wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s")
+    return names
+
+
 def wait_for(predicate: Any, timeout: float = 30.0, interval: float = 0.1, what: str = "") -> Any:
     """Poll ``predicate`` until it returns a truthy value; fail with ``what`` on timeout."""
     deadline = time.monotonic() + timeout
@@ -71,6 +86,23 @@ def wait_for(predicate: Any, timeout: float = 30.0, interval: float = 0.1, what:
     raise AssertionError(
         f"timed out after {timeout}s waiting for {what or predicate} (last: {last!r})"
     )
+
+
+PROJECT_IMAGE = "localhost/bindery:dev"
+"""The project's image as the real node's containerd has it (built by harness.images)."""
+
+
+def lane_environment(cluster: Cluster) -> dict[str, str]:
+    """The controller's settings for a test lane.
+
+    On a real node, sessions get the delivery sidecar (the project's own image) and the default
+    grace for sessions that cannot acknowledge. On kwok no process runs, so no session can
+    acknowledge: the write counts at once (grace 0), which is the delivery contract's behaviour
+    for such sessions with that setting; the grace itself has its own tests.
+    """
+    if cluster.state.node_root:
+        return {"BINDERY_SESSION_DELIVERY_IMAGE": PROJECT_IMAGE}
+    return {"BINDERY_UNACKNOWLEDGED_RELEASE_SECONDS": "0"}
 
 
 class ControllerProcess(process.ControllerProcess):
@@ -96,7 +128,7 @@ class ControllerProcess(process.ControllerProcess):
             args=args,
             ready_lines=ready_lines or (ready_line,),
             name=name,
-            env=env,
+            env={**lane_environment(cluster), **(env or {})},
         )
         self.cluster = cluster
 

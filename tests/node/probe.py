@@ -1,0 +1,92 @@
+"""What the node tests' session processes run, and how the tests read what those processes saw.
+
+Each probe is a Python program passed to the project's image (``localhost/bindery:dev``) as its
+command. It prints one JSON line per thing it does, stamped with ``time.time()``: a container
+shares the host's clock, so the tests can compare the stamps of two processes with each other and
+with the moment they changed a spec.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from tests.support import Cluster
+
+PROJECT_IMAGE = "localhost/bindery:dev"
+
+WATCHER = r"""
+import json, os, time
+from controller.session import BindingsWatcher
+
+def out(**fields):
+    print(json.dumps({"t": time.time(), **fields}), flush=True)
+
+out(event="started", pod=os.environ.get("HOSTNAME", ""))
+for bindings in BindingsWatcher(interval=0.02).changes():
+    out(
+        event="applied",
+        work=bindings.work.uri if bindings.work else None,
+        resources=sorted(r.name for r in bindings.resources),
+    )
+"""
+"""A runtime on the session library: logs every document it applies."""
+
+
+def runtime(program: str = WATCHER, **extra: Any) -> dict[str, Any]:
+    return {
+        "image": PROJECT_IMAGE,
+        "command": ["python", "-c", program],
+        **extra,
+    }
+
+
+@dataclass(frozen=True)
+class Line:
+    t: float
+    event: str
+    fields: dict[str, Any]
+
+
+def lines(cluster: Cluster, namespace: str, pod: str, container: str = "agent") -> list[Line]:
+    """Every JSON line the probe in ``pod`` printed (its current container)."""
+    proc = cluster.kubectl("logs", "-n", namespace, pod, "-c", container, check=False)
+    out = []
+    for raw in proc.stdout.splitlines():
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(data, dict) and "t" in data:
+            out.append(Line(float(data["t"]), str(data.get("event")), data))
+    return out
+
+
+def applied(cluster: Cluster, namespace: str, pod: str) -> list[Line]:
+    return [line for line in lines(cluster, namespace, pod) if line.event == "applied"]
+
+
+def holding(entries: list[Line], uri: str, until: float) -> list[tuple[float, float]]:
+    """The intervals during which a process's latest applied document had ``uri`` as work."""
+    out: list[tuple[float, float]] = []
+    start: float | None = None
+    for line in entries:
+        has = line.fields.get("work") == uri
+        if has and start is None:
+            start = line.t
+        elif not has and start is not None:
+            out.append((start, line.t))
+            start = None
+    if start is not None:
+        out.append((start, until))
+    return out
+
+
+def overlap(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
+    """The longest single stretch of time covered by an interval of ``a`` and one of ``b``."""
+    longest = 0.0
+    for a0, a1 in a:
+        for b0, b1 in b:
+            longest = max(longest, min(a1, b1) - max(a0, b0))
+    return longest
