@@ -56,7 +56,11 @@ def _cluster(args: argparse.Namespace) -> int:
 
 def _cluster_up(harness: Any, args: argparse.Namespace) -> int:
     state = harness.LocalCluster(
-        Path(args.state_dir), audit=args.audit, nodes=not args.no_nodes, api_port=args.port
+        Path(args.state_dir),
+        audit=args.audit,
+        nodes=not args.no_nodes,
+        kubelet=args.kubelet,
+        api_port=args.port,
     ).up()
     print(f"local control plane ready at {state.server}")
     print(f"  kubeconfig: {state.kubeconfig}")
@@ -126,6 +130,9 @@ def _run(args: argparse.Namespace) -> int:
         election_namespace=args.leader_election_namespace,
         election_name=args.leader_election_id,
         api_wait=args.wait_for_api_server,
+        delivery_image=args.session_delivery_image,
+        unacknowledged_release=args.unacknowledged_release_seconds,
+        acknowledge_timeout=args.acknowledge_timeout_seconds,
     )
     try:
         return run(
@@ -280,6 +287,30 @@ def build_parser() -> argparse.ArgumentParser:
         "such as a deletion during an API-server restart (default: 30)",
     )
     run.add_argument(
+        "--session-delivery-image",
+        default=os.environ.get("BINDERY_SESSION_DELIVERY_IMAGE", ""),
+        help="the image of the delivery sidecar in every session pod launched from now on (the "
+        "controller's own image; $BINDERY_SESSION_DELIVERY_IMAGE): a session then sees a new "
+        "document within a second and acknowledges it. Empty: no sidecar; sessions read the "
+        "kubelet's projection of the ConfigMap and cannot acknowledge",
+    )
+    run.add_argument(
+        "--unacknowledged-release-seconds",
+        type=_not_negative,
+        default=float(os.environ.get("BINDERY_UNACKNOWLEDGED_RELEASE_SECONDS") or 120.0),
+        help="for a session that cannot acknowledge (no delivery sidecar): seconds after the "
+        "document without its work URI was written before the work hold is released, reported "
+        "as unverified (default: $BINDERY_UNACKNOWLEDGED_RELEASE_SECONDS, else 120: longer "
+        "than the kubelet's worst sync; 0: at once, as soon as the ConfigMap is written)",
+    )
+    run.add_argument(
+        "--acknowledge-timeout-seconds",
+        type=_positive,
+        default=60.0,
+        help="a session that can acknowledge and has not acknowledged the current document "
+        "this long after it was written is Stalled (SessionNotAcknowledging) (default: 60)",
+    )
+    run.add_argument(
         "--wait-for-api-server",
         type=_not_negative,
         default=30.0,
@@ -336,6 +367,12 @@ def build_parser() -> argparse.ArgumentParser:
                 "--no-nodes", action="store_true", help="skip kube-scheduler and the kwok fake node"
             )
             p.add_argument(
+                "--kubelet",
+                action="store_true",
+                help="a real node (containerd, runc, CNI, a kubelet; root, Linux) instead of "
+                "kwok's fake one: sessions run as real processes",
+            )
+            p.add_argument(
                 "--port", type=int, default=None, help="kube-apiserver port (default: a free one)"
             )
 
@@ -374,6 +411,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     resolve.set_defaults(func=_resolve)
     _add_ack_parser(sub)
+    from controller.session import sidecar
+
+    deliver = sub.add_parser(
+        "deliver",
+        help="in a session pod: the delivery sidecar (the controller starts it)",
+        description=sidecar.__doc__.split("\n\n")[0] if sidecar.__doc__ else None,
+    )
+    sidecar.add_arguments(deliver)
+    deliver.set_defaults(func=sidecar.run_from_args)
 
     from controller.authoring.cli import register
 

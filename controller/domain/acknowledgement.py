@@ -162,3 +162,41 @@ def seconds_since(stamp: str, now: datetime) -> float:
     except ValueError:
         return 0.0
     return max(0.0, (now - then).total_seconds())
+
+
+@dataclass(frozen=True)
+class DeliveryView:
+    """Where the delivery of an agent's current document stands, as status reports it."""
+
+    digest: str
+    """What the controller wrote (the ConfigMap's document)."""
+    written_at: str
+    confirmation: Confirmation
+    record: Acknowledgement | None = None
+    """The current pod's acknowledgement record (None: none, or another pod's)."""
+    pod_uid: str = ""
+    overdue: bool = False
+    """The session can acknowledge and has not, past the acknowledgement timeout."""
+    releasing: tuple[str, ...] = ()
+    """Work URIs whose holds wait for the session to let go of them."""
+
+    def as_status(self) -> dict[str, str]:
+        out = {"digest": self.digest, "writtenAt": self.written_at}
+        record = self.record
+        if record is not None:
+            out.update(
+                {
+                    "deliveredDigest": record.delivered_digest,
+                    "appliedDigest": record.applied_digest,
+                    "acknowledgedAt": record.acknowledged_at or record.delivered_at,
+                }
+            )
+            if record.refused_digest == self.digest:
+                out["message"] = record.refusal
+        if self.pod_uid:
+            out["podUID"] = self.pod_uid
+        return {k: v for k, v in out.items() if v}
+
+    @property
+    def pending(self) -> bool:
+        return self.confirmation is Confirmation.PENDING

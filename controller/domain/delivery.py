@@ -12,6 +12,7 @@ from typing import Any
 
 from controller.domain.models import API_VERSION, WORK_ROLE, AgentObject
 from controller.domain.results import AgentResolution, BindingState, BoundResource
+from controller.domain.work import Hold
 
 BINDINGS_FILE = "bindings.json"
 
@@ -23,13 +24,19 @@ def _resource(resource: BoundResource | None) -> dict[str, Any] | None:
 
 
 def bindings_document(
-    agent: AgentObject, resolution: AgentResolution, *, deliver_work: bool
+    agent: AgentObject,
+    resolution: AgentResolution,
+    *,
+    deliver_work: bool,
+    fence: Hold | None = None,
 ) -> dict[str, Any]:
     """The document for ``agent``.
 
     The ``work`` binding appears only while the agent holds its URI: ``deliver_work`` says whether
-    it does. Exclusivity is about the work role: a URI the agent also binds under another role (a
-    reviewer reading the issue) stays delivered there, and in the slots filled from it.
+    it does. It carries the hold's identity (``fence``: the Lease's uid and resourceVersion) as a
+    fencing token, so a tool that can check it refuses a holder whose hold has gone.
+    Exclusivity is about the work role: a URI the agent also binds under another role (a reviewer
+    reading the issue) stays delivered there, and in the slots filled from it.
     """
     work = next((d for d in resolution.direct if d.name == WORK_ROLE), None)
     hidden = work.uri if work is not None and not deliver_work else None
@@ -44,6 +51,11 @@ def bindings_document(
             "uri": d.uri,
             "state": d.state.value,
             **({"resource": _resource(d.resource)} if d.resource else {}),
+            **(
+                {"hold": {"uid": fence.uid, "resourceVersion": fence.resource_version}}
+                if fence is not None and d.name == WORK_ROLE
+                else {}
+            ),
         }
         for d in resolution.direct
         if hidden is None or d.name != WORK_ROLE

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from controller.domain.acknowledgement import Confirmation, DeliveryView
 from controller.domain.launch import LaunchAction, LaunchNotice, LaunchPlan
 from controller.domain.models import ToolSpec
 from controller.domain.results import (
@@ -44,6 +45,10 @@ ERROR_STATE = "Error"
 
 MISSING_DEPENDENCY = "MissingDependency"
 """The Ready (and Reconciling) reason of an object that waits for another one to be created."""
+
+
+RELEASING_STATE = "Releasing"
+"""An agent whose withdrawn work hold waits for its session to let go of the URI."""
 
 
 def now_rfc3339() -> str:
@@ -216,19 +221,31 @@ def agent_status(
     session: SessionView | None,
     old: dict[str, Any],
     now: str,
+    delivery: DeliveryView | None = None,
 ) -> dict[str, Any]:
     """The whole ``status`` of an AgentSpec for this pass."""
     errors = resolution.errors
     ready, stalled = _agent_ready(
-        generation, resolution, work, config_map=config_map, session=session, old=old
+        generation,
+        resolution,
+        work,
+        config_map=config_map,
+        session=session,
+        old=old,
+        delivery=delivery,
     )
     conditions = health_conditions(ready, progressing=True, stalled=stalled)
+    state = ERROR_STATE if errors else work.state.value
+    if delivery is not None and delivery.releasing and not errors:
+        state = RELEASING_STATE
     status: dict[str, Any] = {
         "observedGeneration": generation,
-        "state": ERROR_STATE if errors else work.state.value,
+        "state": state,
         "bindingsConfigMap": config_map,
         "bindings": binding_rows(resolution),
     }
+    if delivery is not None and delivery.digest:
+        status["delivery"] = delivery.as_status()
     if resolution.missing_tools:
         status["missingTools"] = list(resolution.missing_tools)
     if work.uri:
@@ -264,6 +281,7 @@ def _agent_ready(
     config_map: str,
     session: SessionView | None,
     old: dict[str, Any],
+    delivery: DeliveryView | None = None,
 ) -> tuple[dict[str, Any], bool]:
     """The agent's Ready condition, and whether what it says needs a person (Stalled).
 
@@ -284,6 +302,10 @@ def _agent_ready(
     if not_running is not None:
         stalled = session is not None and session.health is not None and session.health.stalled
         return condition("Ready", False, *not_running, generation), stalled
+    undelivered = _delivery_not_ready(delivery) if delivery is not None else None
+    if undelivered is not None:
+        reason, message, stalled = undelivered
+        return condition("Ready", False, reason, message, generation), stalled
     counts = binding_counts(resolution)
     message = (
         f"{counts.get(BindingState.BOUND.value, 0)} bound, "
@@ -292,6 +314,39 @@ def _agent_ready(
         f"{config_map}"
     )
     return condition("Ready", True, "BindingsDelivered", message, generation), False
+
+
+def _delivery_not_ready(delivery: DeliveryView) -> tuple[str, str, bool] | None:
+    """Why the session has not taken the current document in (reason, message, stalled)."""
+    short = delivery.digest[:19]
+    releasing = (
+        f"; work URI {', '.join(repr(u) for u in delivery.releasing)} is released once it has"
+        if delivery.releasing
+        else ""
+    )
+    if delivery.confirmation is Confirmation.REFUSED:
+        refusal = delivery.record.refusal if delivery.record else ""
+        return (
+            "DocumentRefused",
+            f"the session refused bindings document {short}: {refusal}; change the bindings "
+            "(or the runtime) so that it accepts them",
+            True,
+        )
+    if not delivery.pending:
+        return None
+    if delivery.overdue:
+        return (
+            "SessionNotAcknowledging",
+            f"session pod {delivery.pod_uid} has not acknowledged bindings document {short} "
+            f"written at {delivery.written_at}{releasing}; relaunch the session (raise "
+            "spec.relaunchGeneration) or delete its pod",
+            True,
+        )
+    return (
+        "DeliveryPending",
+        f"waiting for the session to apply bindings document {short}{releasing}",
+        False,
+    )
 
 
 def _observed(session: SessionView, old: dict[str, Any]) -> int | None:

@@ -110,6 +110,9 @@ STATEFUL_SETS = Endpoint("apps", "v1", "statefulsets")
 LEASES = Endpoint("coordination.k8s.io", "v1", "leases")
 EVENTS = Endpoint("events.k8s.io", "v1", "events")
 PODS = Endpoint("", "v1", "pods")
+SERVICE_ACCOUNTS = Endpoint("", "v1", "serviceaccounts")
+ROLES = Endpoint("rbac.authorization.k8s.io", "v1", "roles")
+ROLE_BINDINGS = Endpoint("rbac.authorization.k8s.io", "v1", "rolebindings")
 CORE_EVENTS = Endpoint("", "v1", "events")
 """core/v1 Events: what controllers such as the StatefulSet controller report (FailedCreate)."""
 

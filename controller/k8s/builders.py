@@ -7,8 +7,10 @@ performs I/O or reads global settings; golden-file tests pin the output.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
+from controller.domain import acknowledgement as ack
 from controller.domain import rules
 from controller.domain.delivery import BINDINGS_FILE
 from controller.domain.launch import (
@@ -39,6 +41,35 @@ HOLDER_UID_ANNOTATION = "bindery.dev/holder-uid"
 BINDINGS_MOUNT = rules.BINDINGS_MOUNT
 BINDINGS_VOLUME = rules.BINDINGS_VOLUME
 BINDINGS_ENV = "BINDERY_BINDINGS_FILE"
+
+DELIVERY_CONTAINER = "bindery-delivery"
+"""The delivery sidecar's container name (a native sidecar: an init container that stays)."""
+SEED_VOLUME = "bindery-seed"
+SEED_MOUNT = "/var/run/bindery-seed"
+"""Where the sidecar reads the kubelet-projected ConfigMap: its seed and fallback."""
+ACK_VOLUME = "bindery-ack"
+TOKEN_VOLUME = "bindery-token"  # noqa: S105 - a volume name, not a secret
+TOKEN_MOUNT = "/var/run/secrets/bindery"  # noqa: S105 - a path
+"""The sidecar's pod-bound token; mounted in the sidecar only."""
+TOKEN_SECONDS = 3600
+
+
+@dataclass(frozen=True)
+class SessionDelivery:
+    """How a session pod gets its bindings within a second, and acknowledges them: the
+    delivery sidecar's image (the controller's own)."""
+
+    image: str
+
+
+def session_service_account_name(agent_name: str) -> str:
+    """The ServiceAccount a session runs as when neither its runtime nor the installation
+    names one: it holds only the delivery sidecar's rights."""
+    return f"{agent_name}-session"
+
+
+def session_role_name(agent_name: str) -> str:
+    return f"bindery-session-{agent_name}"
 
 
 def owner_reference(agent: AgentObject) -> dict[str, Any]:
@@ -159,6 +190,7 @@ def session_workload(
     trajectory_hash: str,
     launched_at: str,
     service_account: str = "",
+    delivery: SessionDelivery | None = None,
 ) -> dict[str, Any]:
     """The agent's session: a StatefulSet of one, so never two session pods at once.
 
@@ -166,6 +198,11 @@ def session_workload(
     would, whenever a pod is deleted or evicted). The pod template carries the runtime and the
     launch identity only; bindings arrive through the mounted ConfigMap, so changing them never
     rolls the pod.
+
+    With ``delivery`` the pod also runs the delivery sidecar, which watches the agent's
+    ConfigMap through the API and writes each new document into an emptyDir at the path the
+    runtime reads (the mounted ConfigMap is its seed), and records on the acknowledgement Lease
+    what the runtime did with it. The sidecar alone holds an API token.
     """
     labels = _labels(agent, "session")
     selector = {AGENT_LABEL: agent.meta.name, COMPONENT_LABEL: "session"}
@@ -174,27 +211,36 @@ def session_workload(
         env.append({"name": "BINDERY_MODEL", "value": runtime.model})
     if runtime.instructions:
         env.append({"name": "BINDERY_INSTRUCTIONS", "value": runtime.instructions})
+    if delivery is not None:
+        env.append({"name": ack.ACK_ENV, "value": f"{ack.ACK_MOUNT}/{ack.ACK_FILE}"})
     reserved = {e["name"] for e in env}
     env += [{"name": e.name, "value": e.value} for e in runtime.env if e.name not in reserved]
+    mounts = [{"name": BINDINGS_VOLUME, "mountPath": BINDINGS_MOUNT, "readOnly": True}]
+    if delivery is not None:
+        mounts.append({"name": ACK_VOLUME, "mountPath": ack.ACK_MOUNT})
     container: dict[str, Any] = {
         "name": "agent",
         "image": runtime.image,
         "env": env,
-        "volumeMounts": [{"name": BINDINGS_VOLUME, "mountPath": BINDINGS_MOUNT, "readOnly": True}],
+        "volumeMounts": mounts,
     }
     if runtime.command:
         container["command"] = list(runtime.command)
     if runtime.args:
         container["args"] = list(runtime.args)
+    config_map = {"configMap": {"name": bindings_config_map_name(agent.meta.name)}}
     pod_spec: dict[str, Any] = {
         "containers": [container],
-        "volumes": [
-            {
-                "name": BINDINGS_VOLUME,
-                "configMap": {"name": bindings_config_map_name(agent.meta.name)},
-            }
-        ],
+        "volumes": [{"name": BINDINGS_VOLUME, **config_map}],
     }
+    if delivery is not None:
+        service_account = (
+            runtime.service_account_name
+            or service_account
+            or session_service_account_name(agent.meta.name)
+        )
+        pod_spec["initContainers"] = [_delivery_sidecar(agent, delivery)]
+        pod_spec["volumes"] = _delivery_volumes(config_map)
     pod_spec.update(_pod_settings(runtime, service_account))
     container.update(_container_settings(runtime))
     pod_spec["volumes"] += [_wire(v) for v in runtime.volumes]
@@ -226,6 +272,172 @@ def session_workload(
             },
         },
     }
+
+
+def _delivery_volumes(config_map: dict[str, Any]) -> list[dict[str, Any]]:
+    """The emptyDirs the sidecar writes and the runtime reads (and back), its seed, its token."""
+    small = {"emptyDir": {"medium": "Memory", "sizeLimit": "4Mi"}}
+    return [
+        {"name": BINDINGS_VOLUME, **small},
+        {"name": ACK_VOLUME, **small},
+        {"name": SEED_VOLUME, **config_map},
+        {
+            "name": TOKEN_VOLUME,
+            "projected": {
+                "sources": [
+                    {
+                        "serviceAccountToken": {
+                            "path": "token",
+                            "expirationSeconds": TOKEN_SECONDS,
+                        }
+                    },
+                    {
+                        "configMap": {
+                            "name": "kube-root-ca.crt",
+                            "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                        }
+                    },
+                ]
+            },
+        },
+    ]
+
+
+def _field(path: str) -> dict[str, Any]:
+    return {"valueFrom": {"fieldRef": {"fieldPath": path}}}
+
+
+def _delivery_sidecar(agent: AgentObject, delivery: SessionDelivery) -> dict[str, Any]:
+    """The native sidecar (``restartPolicy: Always``) that delivers and acknowledges."""
+    bindings = f"{BINDINGS_MOUNT}/{BINDINGS_FILE}"
+    return {
+        "name": DELIVERY_CONTAINER,
+        "image": delivery.image,
+        "restartPolicy": "Always",
+        "command": ["bindery", "deliver"],
+        "args": [
+            f"--config-map={bindings_config_map_name(agent.meta.name)}",
+            f"--lease={ack.ack_lease_name(agent.meta.name)}",
+            f"--seed={SEED_MOUNT}/{BINDINGS_FILE}",
+            f"--out={bindings}",
+            f"--ack-file={ack.ACK_MOUNT}/{ack.ACK_FILE}",
+            f"--token-dir={TOKEN_MOUNT}",
+        ],
+        "env": [
+            {"name": "POD_NAME", **_field("metadata.name")},
+            {"name": "POD_UID", **_field("metadata.uid")},
+            {"name": "POD_NAMESPACE", **_field("metadata.namespace")},
+        ],
+        "volumeMounts": [
+            {"name": BINDINGS_VOLUME, "mountPath": BINDINGS_MOUNT},
+            {"name": ACK_VOLUME, "mountPath": ack.ACK_MOUNT, "readOnly": True},
+            {"name": SEED_VOLUME, "mountPath": SEED_MOUNT, "readOnly": True},
+            {"name": TOKEN_VOLUME, "mountPath": TOKEN_MOUNT, "readOnly": True},
+        ],
+        # The runtime starts once the first document is in place.
+        "startupProbe": {
+            "exec": {"command": ["test", "-s", bindings]},
+            "periodSeconds": 1,
+            "failureThreshold": 120,
+        },
+        "resources": {
+            "requests": {"cpu": "10m", "memory": "32Mi"},
+            "limits": {"memory": "96Mi"},
+        },
+        "securityContext": {
+            **RESTRICTED_CONTAINER_SECURITY,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+    }
+
+
+def session_service_account(agent: AgentObject) -> dict[str, Any]:
+    """The session's own ServiceAccount (used when nothing else is named); no token is
+    automounted from it: the sidecar mounts a pod-bound one of its own."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {
+            "name": session_service_account_name(agent.meta.name),
+            "namespace": agent.meta.namespace,
+            "labels": _labels(agent, "session"),
+            "ownerReferences": [owner_reference(agent)],
+        },
+        "automountServiceAccountToken": False,
+    }
+
+
+def session_role(agent: AgentObject) -> dict[str, Any]:
+    """What the delivery sidecar may do: read its agent's ConfigMap, write its Lease."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {
+            "name": session_role_name(agent.meta.name),
+            "namespace": agent.meta.namespace,
+            "labels": _labels(agent, "session-delivery"),
+            "ownerReferences": [owner_reference(agent)],
+        },
+        "rules": [
+            {
+                "apiGroups": [""],
+                "resources": ["configmaps"],
+                "resourceNames": [bindings_config_map_name(agent.meta.name)],
+                "verbs": ["get", "list", "watch"],
+            },
+            {
+                "apiGroups": ["coordination.k8s.io"],
+                "resources": ["leases"],
+                "resourceNames": [ack.ack_lease_name(agent.meta.name)],
+                "verbs": ["get", "patch"],
+            },
+        ],
+    }
+
+
+def session_role_binding(agent: AgentObject, service_account: str) -> dict[str, Any]:
+    """Grants :func:`session_role` to the ServiceAccount the session pod runs as."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {
+            "name": session_role_name(agent.meta.name),
+            "namespace": agent.meta.namespace,
+            "labels": _labels(agent, "session-delivery"),
+            "ownerReferences": [owner_reference(agent)],
+        },
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": session_role_name(agent.meta.name),
+        },
+        "subjects": [
+            {"kind": "ServiceAccount", "name": service_account, "namespace": agent.meta.namespace}
+        ],
+    }
+
+
+def acknowledgement_lease(agent: AgentObject) -> dict[str, Any]:
+    """The Lease the session's sidecar records acknowledgements on (created empty here)."""
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {
+            "name": ack.ack_lease_name(agent.meta.name),
+            "namespace": agent.meta.namespace,
+            "labels": _labels(agent, "session-ack"),
+            "ownerReferences": [owner_reference(agent)],
+        },
+        "spec": {},
+    }
+
+
+def has_delivery_sidecar(pod: dict[str, Any]) -> bool:
+    """Whether a session pod runs the delivery sidecar (can acknowledge)."""
+    spec = pod.get("spec") or {}
+    return any(c.get("name") == DELIVERY_CONTAINER for c in spec.get("initContainers") or [])
 
 
 RESTRICTED_POD_SECURITY: dict[str, Any] = {

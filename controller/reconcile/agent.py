@@ -7,25 +7,31 @@ A -> no holder -> B), so it is fixed:
    vanish with a hold and bindings the controller no longer tracks;
 2. **acquire** — reclaim a hold whose holder is gone, then create-if-absent the hold for the URI
    it wants (losing that race means waiting);
-3. **deliver** — write the bindings ConfigMap; it carries the work URI only while held;
-4. **release** — delete holds it no longer wants, only now that its delivered bindings no longer
-   carry them;
+3. **deliver** — write the bindings ConfigMap; it carries the work URI only while held, with
+   the hold's identity as a fencing token;
+4. **release** — delete holds it no longer wants, only once its session has let go of them: its
+   current pod acknowledged the document without them, or no session process runs, or (a
+   session that cannot acknowledge) the grace period after the write has passed;
 5. **drop finalizer** — once it neither wants nor holds any work;
 6. **session** — launch, keep or relaunch its workload (never before its bindings exist);
 7. **status** — rebuilt whole from what this pass saw and did;
 8. **events** — posted in the background for the transitions status shows.
 
-A deleted agent instead withdraws its work from the delivered bindings, releases its holds, then
-drops its finalizer.
+A deleted agent instead withdraws its work from the delivered bindings, stops its session, and
+releases its holds once the session has let go of them (acknowledged, or stopped), then drops its
+finalizer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 import structlog
 
+from controller.domain import acknowledgement as ack
 from controller.domain import delivery, status
 from controller.domain.models import AgentObject
 from controller.domain.refs import Request
@@ -35,6 +41,7 @@ from controller.domain.work import WorkPlan
 from controller.k8s import api, builders
 from controller.k8s.api import ApiError
 from controller.reconcile import metrics
+from controller.reconcile.acks import Acknowledgements
 from controller.reconcile.delivery import BindingsDelivery
 from controller.reconcile.events import EventRecorder
 from controller.reconcile.holds import FINALIZER, WorkHolds
@@ -87,6 +94,7 @@ class AgentReconciler:
         holds: WorkHolds,
         bindings: BindingsDelivery,
         sessions: Sessions,
+        acks: Acknowledgements,
         events: EventRecorder,
         gauges: AgentGauges,
         suspects: set[Request],
@@ -98,6 +106,7 @@ class AgentReconciler:
         self.holds = holds
         self.bindings = bindings
         self.sessions = sessions
+        self.acks = acks
         self.events = events
         self.gauges = gauges
         self.suspects = suspects
@@ -129,7 +138,9 @@ class AgentReconciler:
 
         resolution = self.registry.resolve(request.ref.key)
         try:
-            work, session, delivered = await self._converge(request, body, agent, resolution, old)
+            work, session, delivered, view = await self._converge(
+                request, body, agent, resolution, old
+            )
         except ForeignObjectError as exc:
             new = status.blocked_status(
                 gen,
@@ -170,6 +181,7 @@ class AgentReconciler:
             session=session.view,
             old=old,
             now=now,
+            delivery=view,
         )
         latest = self._latest(request, body)
         changed = await write_status(self.writer, request, latest, new)
@@ -187,22 +199,70 @@ class AgentReconciler:
         agent: AgentObject,
         resolution: AgentResolution,
         old: Body,
-    ) -> tuple[WorkPlan, SessionOutcome, bool]:
-        """Steps 1 to 6; what the work step came to, the session outcome, whether delivered."""
+    ) -> tuple[WorkPlan, SessionOutcome, bool, ack.DeliveryView]:
+        """Steps 1 to 6; what the work step came to, the session outcome, whether delivered,
+        and where the session stands with the document."""
         work = await self.holds.plan(agent, resolution, old)
         if work.uri or self.holds.of(agent):  # 1. finalizer
             await self.holds.ensure_finalizer(request, body, present=True)
         work = await self.holds.acquire(request, agent, work)  # 2. acquire
+        fence = self.holds.holds.get(agent.meta.namespace, work.uri) if work.deliver else None
         rendered = delivery.render(  # 3. deliver
-            delivery.bindings_document(agent, resolution, deliver_work=work.deliver)
+            delivery.bindings_document(agent, resolution, deliver_work=work.deliver, fence=fence)
         )
         delivered = await self.bindings.deliver(request, agent, rendered)
-        for hold in work.release:  # 4. release, only after the bindings no longer carry it
-            await self.holds.release(request, hold)
+        view = await self._release(  # 4. release
+            request, body, agent=agent, work=work, rendered=rendered, delivered=delivered
+        )
         if not work.uri and not self.holds.of(agent):  # 5. drop finalizer
             await self.holds.ensure_finalizer(request, self._latest(request, body), present=False)
         session = await self.sessions.converge(request, agent, old)  # 6. session
-        return work, session, delivered
+        return work, session, delivered, view
+
+    async def _release(
+        self,
+        request: Request,
+        body: Body,
+        *,
+        agent: AgentObject,
+        work: WorkPlan,
+        rendered: str,
+        delivered: bool,
+    ) -> ack.DeliveryView:
+        """Release the holds the document no longer carries once the session has let go of
+        them; where the session stands with the document."""
+        digest = ack.digest(rendered)
+        now = status.now_rfc3339()
+        before = (body.get("status") or {}).get("delivery") or {}
+        written_at = str(before.get("writtenAt") or now)
+        if delivered or before.get("digest") != digest:
+            written_at = now
+        since = ack.seconds_since(written_at, datetime.now(UTC))
+        releasing = tuple(h.uri for h in work.release)
+        view = self.acks.view(agent, digest, written_at, since_write=since, releasing=releasing)
+        if view.pending and not view.overdue:  # Stalled if it stays silent
+            self.sessions.requeue(request, self.acks.timeout - since + 0.1)
+        if not work.release:
+            return view
+        ok, by_grace = self.acks.releasable(view, since)
+        if not ok:
+            if view.confirmation is ack.Confirmation.UNVERIFIABLE:
+                self.sessions.requeue(request, self.acks.grace - since + 0.1)
+            return view
+        for hold in work.release:  # only now that the session no longer works on it
+            await self.holds.release(request, hold)
+            if by_grace:
+                self.events.record(
+                    self._latest(request, body),
+                    status.Note(
+                        "ReleasedUnacknowledged",
+                        f"released work URI {hold.uri!r} {self.acks.grace:.0f} s after "
+                        "withdrawing it from a session that cannot acknowledge (no delivery "
+                        "sidecar): unverified; relaunch the session to give it one",
+                        warning=True,
+                    ),
+                )
+        return replace(view, releasing=())
 
     async def _finalize(self, request: Request, body: Body) -> None:
         """Deleting an agent: withdraw its work from the session, release holds, let it go."""
@@ -214,6 +274,8 @@ class AgentReconciler:
             await self.bindings.withdraw_work(
                 request, md.get("namespace", ""), md["name"], md.get("uid", "")
             )
+            if not await self.sessions.stopped_or_acknowledged(request, body):
+                return  # the pod's end (or its acknowledgement) brings the next pass
         for hold in own:
             await self.holds.release(request, hold)
         if self.holds.holds.of(md.get("uid", "")):  # one changed meanwhile: not released yet

@@ -9,7 +9,9 @@ from typing import Any
 from controller.domain.refs import Kind, Ref, Request
 from controller.domain.registry import Registry
 from controller.k8s import api as k8s_api
+from controller.k8s import builders
 from controller.k8s.api import KubeApi
+from controller.reconcile.acks import Acknowledgements
 from controller.reconcile.agent import AgentGauges, AgentReconciler
 from controller.reconcile.delivery import BindingsDelivery
 from controller.reconcile.events import EventRecorder
@@ -45,6 +47,9 @@ class Controller:
         session_service_account: str = "",
         namespaces: Sequence[str] = (),
         resync_period: float = 30.0,
+        delivery_image: str = "",
+        unacknowledged_release: float = 120.0,
+        acknowledge_timeout: float = 60.0,
     ) -> None:
         self.api = api
         self.instance = instance or f"bindery-{uuid.uuid4().hex[:8]}"
@@ -66,10 +71,19 @@ class Controller:
             wake=self.queue.add,
         )
         self.bindings = BindingsDelivery(self.store, self.writer)
+        self.acks = Acknowledgements(
+            self.store,
+            self.writer,
+            delivery=builders.SessionDelivery(delivery_image) if delivery_image else None,
+            service_account=session_service_account,
+            grace=unacknowledged_release,
+            timeout=acknowledge_timeout,
+        )
         self.sessions = Sessions(
             self.store,
             self.writer,
             requeue=self.queue.add_after,
+            acks=self.acks,
             service_account=session_service_account,
         )
         agents = AgentReconciler(
@@ -80,6 +94,7 @@ class Controller:
             holds=self.holds,
             bindings=self.bindings,
             sessions=self.sessions,
+            acks=self.acks,
             events=self.events,
             gauges=gauges,
             suspects=self.intake.suspects,

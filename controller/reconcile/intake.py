@@ -47,6 +47,12 @@ def _learned(body: Body | None) -> tuple[Any, ...]:
     return (md.get("uid"), md.get("generation"), md.get("labels"), (body or {}).get("spec"))
 
 
+def _acknowledgement(body: Body) -> bool:
+    """A session's acknowledgement Lease (not a hold): its agent is what it affects."""
+    labels = (body.get("metadata") or {}).get("labels") or {}
+    return labels.get(builders.COMPONENT_LABEL) == "session-ack"
+
+
 def _handed_over(before: Hold | None, after: Hold | None) -> bool:
     """The same hold (uid) now names another holder: Bindery never does that."""
     return (
@@ -84,7 +90,7 @@ class Intake:
         kind = KINDS.get(endpoint)
         if kind is not None:
             affected = self._bindery(kind, endpoint, body, deleted, by)
-        elif endpoint is api.LEASES:
+        elif endpoint is api.LEASES and not _acknowledgement(body):
             affected = self._hold(body, deleted)
             if by is not None:
                 affected.discard(by)

@@ -8,13 +8,16 @@ from typing import Any
 
 import structlog
 
+from controller.domain import acknowledgement as ack
 from controller.domain import status
+from controller.domain.delivery import BINDINGS_FILE
 from controller.domain.launch import LaunchAction, launch_record, plan_session
 from controller.domain.models import AgentObject
 from controller.domain.refs import Request
 from controller.domain.session_health import SessionHealth, session_health
 from controller.k8s import api, builders
 from controller.k8s.api import ApiError
+from controller.reconcile.acks import Acknowledgements
 from controller.reconcile.store import Store, resource_version
 from controller.reconcile.writer import StaleWriteError, Writer
 
@@ -47,11 +50,13 @@ class Sessions:
         writer: Writer,
         *,
         requeue: Callable[[Request, float], None],
+        acks: Acknowledgements,
         service_account: str = "",
     ) -> None:
         self.store = store
         self.writer = writer
         self.requeue = requeue
+        self.acks = acks
         self.service_account = service_account
 
     async def converge(
@@ -74,6 +79,7 @@ class Sessions:
             annotated=builders.launched_from(current) if current else None,
             exists=current is not None,
         )
+        await self.acks.ensure(by, agent, runtime, launching=plan.action is not LaunchAction.KEEP)
         if plan.action is LaunchAction.KEEP:
             health, running = await self._health(by, ns, name, since=plan.launched_at)
             view = status.SessionView(plan, running, plan.launched_hash, plan.launched_at, health)
@@ -86,6 +92,7 @@ class Sessions:
             trajectory_hash=plan.desired_hash,
             launched_at=now,
             service_account=self.service_account,
+            delivery=self.acks.delivery,
         )
         if current is None:
             found, created = await self.writer.create(by, api.STATEFUL_SETS, desired)
@@ -107,6 +114,31 @@ class Sessions:
         )
         view = status.SessionView(launched, running, plan.desired_hash, now, health)
         return SessionOutcome(view, plan.action)
+
+    async def stopped_or_acknowledged(self, by: Request, agent: dict[str, Any]) -> bool:
+        """A deleted agent's session has let go of its work: its pod acknowledged the document
+        without it, or it runs no more. Until then it is being stopped (fencing by
+        termination): its workload is deleted, and the pod's end brings the next pass."""
+        md = agent["metadata"]
+        ns, name = md.get("namespace", ""), builders.session_name(md["name"])
+        pod = self.store.get(api.PODS, f"{ns}/{name}-0")
+        if pod is None or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            return True
+        config_map = self.store.get(api.CONFIG_MAPS, f"{ns}/{md['name']}-bindings") or {}
+        document = str((config_map.get("data") or {}).get(BINDINGS_FILE, ""))
+        lease = self.store.get(api.LEASES, f"{ns}/{ack.ack_lease_name(md['name'])}") or {}
+        record = ack.Acknowledgement.from_annotations(
+            (lease.get("metadata") or {}).get("annotations") or {}
+        )
+        pod_uid = (pod.get("metadata") or {}).get("uid")
+        if record.pod_uid == pod_uid and record.confirms(ack.digest(document)):
+            return True
+        workload = self.store.get(api.STATEFUL_SETS, f"{ns}/{name}")
+        if workload is not None and not (workload.get("metadata") or {}).get("deletionTimestamp"):
+            log.info("stopping the session of a deleted agent", agent=f"{ns}/{md['name']}")
+            await self.writer.delete_at(by, api.STATEFUL_SETS, workload)
+        self.requeue(by, self.recheck)
+        return False
 
     async def _health(
         self, by: Request, ns: str, name: str, *, since: str, just_launched: bool = False

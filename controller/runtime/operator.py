@@ -61,6 +61,10 @@ class Options:
     identity: str = field(default_factory=_identity)
     api_wait: float = 30.0
     """Seconds to wait at start-up for an API server that does not answer, before exiting."""
+    delivery_image: str = ""
+    """The session delivery sidecar's image ("" for sessions without one)."""
+    unacknowledged_release: float = 120.0
+    acknowledge_timeout: float = 60.0
 
 
 def build_registry(options: Options, stop: asyncio.Event) -> kopf.OperatorRegistry:
@@ -82,6 +86,9 @@ def build_registry(options: Options, stop: asyncio.Event) -> kopf.OperatorRegist
             session_service_account=os.environ.get("BINDERY_SESSION_SERVICE_ACCOUNT", ""),
             namespaces=options.namespaces,
             resync_period=options.resync_seconds,
+            delivery_image=options.delivery_image,
+            unacknowledged_release=options.unacknowledged_release,
+            acknowledge_timeout=options.acknowledge_timeout,
         )
         memo.controller = controller
         elector = (
