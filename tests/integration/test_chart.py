@@ -41,6 +41,9 @@ RBAC_KINDS = {"ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRo
 Rules = dict[tuple[str, str], set[str]]
 """(apiGroup, resource) -> verbs."""
 
+OWNED = ("get", "list", "watch", "create", "patch", "delete")
+"""Verbs on a kind of object the controller makes per agent, keeps as it wants and deletes."""
+
 # The rules the controller needs, and nothing else (see controller/reconcile/ and
 # controller/k8s/api.py for the calls, and the comments in helm/bindery/templates/_helpers.tpl).
 NAMESPACED_RULES: Rules = {
@@ -54,6 +57,9 @@ NAMESPACED_RULES: Rules = {
     ("", "configmaps"): {"get", "list", "watch", "create", "patch"},
     ("apps", "statefulsets"): {"get", "list", "watch", "create", "patch", "delete"},
     ("coordination.k8s.io", "leases"): {"get", "list", "watch", "create", "patch", "delete"},
+    ("", "serviceaccounts"): {*OWNED},
+    ("rbac.authorization.k8s.io", "roles"): {*OWNED},
+    ("rbac.authorization.k8s.io", "rolebindings"): {*OWNED},
     ("", "pods"): {"get", "list", "watch"},
     ("events.k8s.io", "events"): {"create"},
     ("", "events"): {"create", "list"},
@@ -574,7 +580,14 @@ def test_the_service_account_may_do_what_the_controller_needs_and_no_more(
             ("delete", "configmaps", *ns),
             ("update", "leases.coordination.k8s.io", *ns),
             ("create", "clusterroles.rbac.authorization.k8s.io"),
-            ("create", "rolebindings.rbac.authorization.k8s.io", *ns),
+            # The per-agent Roles grant only what the controller holds: never escalate or
+            # bind, never a ServiceAccount's token.
+            ("escalate", "roles.rbac.authorization.k8s.io", *ns),
+            ("bind", "roles.rbac.authorization.k8s.io", *ns),
+            ("bind", "clusterroles.rbac.authorization.k8s.io", *ns),
+            ("update", "roles.rbac.authorization.k8s.io", *ns),
+            ("create", "serviceaccounts/token", *ns),
+            ("create", "clusterrolebindings.rbac.authorization.k8s.io"),
             ("create", "customresourcedefinitions.apiextensions.k8s.io"),
             ("delete", "namespaces"),
             ("list", "agentspecs.bindery.dev", "-n", "default"),  # not a watched namespace

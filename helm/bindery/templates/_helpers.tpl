@@ -119,6 +119,19 @@ kopf actually calls; nothing is a wildcard.
 - apiGroups: ["coordination.k8s.io"]
   resources: ["leases"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
+# Per agent with a runtime, its session's identity and least privilege for the session's
+# delivery sidecar: a ServiceAccount <agent>-session, and a Role and RoleBinding
+# bindery-session-<agent> (its own bindings ConfigMap and acknowledgement Lease, by name),
+# created, patched back when drifted, deleted with the runtime. The Role grants only what the
+# controller holds itself (configmaps get/list/watch, leases get/patch, above), so the API
+# server's escalation check passes without `escalate` or `bind`, and the controller can never
+# grant more than it has.
+- apiGroups: [""]
+  resources: ["serviceaccounts"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: ["rbac.authorization.k8s.io"]
+  resources: ["roles", "rolebindings"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 # Session pods (read only): their health goes into the agent's status.
 - apiGroups: [""]
   resources: ["pods"]
