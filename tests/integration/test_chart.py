@@ -251,7 +251,8 @@ def test_default_rendering_is_one_standalone_restricted_controller(helm_bin: Pat
     assert kinds == [
         "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole",
         "ClusterRoleBinding", "ClusterRoleBinding", "Deployment", "Service", "ServiceAccount",
-        "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+        "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicy",  # work holds, acks
+        "ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicyBinding",
     ]  # fmt: skip
     assert len(controller_cluster_roles(objects)) == 1  # the others: for people and sessions
     assert container_args(objects) == [
