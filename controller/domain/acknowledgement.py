@@ -180,8 +180,8 @@ class DeliveryView:
     releasing: tuple[str, ...] = ()
     """Work URIs whose holds wait for the session to let go of them."""
 
-    def as_status(self) -> dict[str, str]:
-        out = {"digest": self.digest, "writtenAt": self.written_at}
+    def as_status(self) -> dict[str, str | bool]:
+        out: dict[str, str | bool] = {"digest": self.digest, "writtenAt": self.written_at}
         record = self.record
         if record is not None:
             out.update(
@@ -195,7 +195,9 @@ class DeliveryView:
                 out["message"] = record.refusal
         if self.pod_uid:
             out["podUID"] = self.pod_uid
-        return {k: v for k, v in out.items() if v}
+        out = {k: v for k, v in out.items() if v}
+        out["synced"] = self.confirmation in (Confirmation.CONFIRMED, Confirmation.UNVERIFIABLE)
+        return out
 
     @property
     def pending(self) -> bool:

@@ -183,13 +183,18 @@ def object_name_problem(value: str, what: str) -> str | None:
 BINDINGS_MOUNT = "/var/run/bindery"
 """Where the session reads its bindings; no user volume may be mounted there or below."""
 BINDINGS_VOLUME = "bindings"
+RESERVED_VOLUME_PREFIX = "bindery-"
+"""Volume names the session builder keeps for itself (the delivery sidecar's volumes)."""
 
 _DNS_LABEL_RE = re.compile(_DNS_LABEL)
 
 
 def volume_name_problem(name: str) -> str | None:
-    if name == BINDINGS_VOLUME:
-        return f"volume name {shown(name)} is reserved for the bindings ConfigMap: choose another"
+    if name == BINDINGS_VOLUME or name.startswith(RESERVED_VOLUME_PREFIX):
+        return (
+            f"volume name {shown(name)} is reserved for Bindery's own volumes (bindings, "
+            "bindery-*): choose another"
+        )
     if len(name) > 63 or not _DNS_LABEL_RE.fullmatch(name):
         return (
             f"volume name {shown(name)} is not valid: expected a DNS-1123 label (lowercase "
@@ -203,10 +208,12 @@ def mount_path_problem(path: str) -> str | None:
         return f"mountPath {shown(path)} is not valid: expected an absolute path without ':'"
     if ".." in path.split("/"):
         return f"mountPath {shown(path)} is not valid: expected no '..' element"
-    if path.rstrip("/") == BINDINGS_MOUNT or path.startswith(BINDINGS_MOUNT + "/"):
+    if path.rstrip("/") == BINDINGS_MOUNT or path.startswith(
+        (BINDINGS_MOUNT + "/", BINDINGS_MOUNT + "-")
+    ):
         return (
-            f"mountPath {shown(path)} is where the session reads its bindings "
-            f"({BINDINGS_MOUNT}): choose another path"
+            f"mountPath {shown(path)} is where the session reads its bindings and acknowledges "
+            f"them ({BINDINGS_MOUNT}, {BINDINGS_MOUNT}-*): choose another path"
         )
     return None
 

@@ -434,6 +434,13 @@ def acknowledgement_lease(agent: AgentObject) -> dict[str, Any]:
     }
 
 
+def session_pod_of(pod: dict[str, Any], agent_name: str) -> bool:
+    """Whether ``pod`` is the one its agent's session StatefulSet made (not a pod by that name
+    that someone else created)."""
+    owner = owner_of(pod)
+    return owner is not None and owner[:2] == ("StatefulSet", session_name(agent_name))
+
+
 def has_delivery_sidecar(pod: dict[str, Any]) -> bool:
     """Whether a session pod runs the delivery sidecar (can acknowledge)."""
     spec = pod.get("spec") or {}

@@ -102,6 +102,8 @@ class Acknowledgements:
         name = f"{agent.meta.namespace}/{builders.session_name(agent.meta.name)}-0"
         pod = self.store.get(api.PODS, name)
         session = None
+        if pod is not None and not builders.session_pod_of(pod, agent.meta.name):
+            pod = None  # a pod by that name that the session's StatefulSet did not make
         if pod is not None:
             phase = (pod.get("status") or {}).get("phase")
             session = ack.SessionPod(

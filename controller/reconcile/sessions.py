@@ -122,7 +122,9 @@ class Sessions:
         md = agent["metadata"]
         ns, name = md.get("namespace", ""), builders.session_name(md["name"])
         pod = self.store.get(api.PODS, f"{ns}/{name}-0")
-        if pod is None or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        if pod is None or not builders.session_pod_of(pod, md["name"]):
+            return True
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             return True
         config_map = self.store.get(api.CONFIG_MAPS, f"{ns}/{md['name']}-bindings") or {}
         document = str((config_map.get("data") or {}).get(BINDINGS_FILE, ""))

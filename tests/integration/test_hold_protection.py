@@ -55,6 +55,7 @@ def protected(cluster: Cluster, helm_bin: Path, namespace: str) -> Iterator[str]
         o
         for o in render(helm_bin, release, namespace)
         if o["kind"].startswith("ValidatingAdmissionPolicy")
+        and o["metadata"]["labels"].get("app.kubernetes.io/component") == "hold-protection"
     ]
     assert {o["kind"] for o in policy} == {
         "ValidatingAdmissionPolicy",

@@ -16,7 +16,7 @@ from tests.support import Cluster
 
 PROJECT_IMAGE = "localhost/bindery:dev"
 
-WATCHER = r"""
+_PROGRAM = r"""
 import json, os, time
 from controller.session import BindingsWatcher
 
@@ -24,14 +24,21 @@ def out(**fields):
     print(json.dumps({"t": time.time(), **fields}), flush=True)
 
 out(event="started", pod=os.environ.get("HOSTNAME", ""))
-for bindings in BindingsWatcher(interval=0.02).changes():
+for bindings in BindingsWatcher(interval=0.02, acknowledge=ACKNOWLEDGE).changes():
     out(
         event="applied",
         work=bindings.work.uri if bindings.work else None,
+        fence=bindings.fence.uid if bindings.fence else None,
+        digest=bindings.digest,
         resources=sorted(r.name for r in bindings.resources),
     )
 """
-"""A runtime on the session library: logs every document it applies."""
+
+WATCHER = _PROGRAM.replace("ACKNOWLEDGE", "True")
+"""A runtime on the session library that acknowledges: it logs every document it applies (it
+stops using the last one when it takes up the next, and acknowledges then)."""
+READER = _PROGRAM.replace("ACKNOWLEDGE", "False")
+"""The same runtime without acknowledging (the sidecar reports ``delivered`` for it)."""
 
 
 def runtime(program: str = WATCHER, **extra: Any) -> dict[str, Any]:

@@ -8,6 +8,7 @@ to start.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -67,10 +68,46 @@ def test_a_binding_change_reaches_the_running_process_without_a_restart(
 
     latency = seen.t - changed_at
     print(f"\nbinding change -> applied in the session process: {latency:.2f} s")
+    # The kubelet's own projection waits for its pod sync (60-90 s): the sidecar delivered it.
+    assert latency < 30, f"the change took {latency:.1f} s: the kubelet projected it, not Bindery"
+    try:
+        applied = wait_status(cluster, "agentspec", namespace, "dev", delivered(seen), timeout=30)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{diagnosis(cluster, namespace, 'dev')}") from exc
+    assert applied["status"]["delivery"]["podUID"] == before["metadata"]["uid"]
     assert after["metadata"]["uid"] == before["metadata"]["uid"], "the pod was replaced"
     assert container(after)["containerID"] == container(before)["containerID"]
     assert container(after)["restartCount"] == container(before)["restartCount"] == 0
     assert latency > 0
+
+
+def delivered(line: probe.Line) -> Any:
+    """Status check: the session's current pod applied the document the probe logged."""
+
+    def check(obj: dict[str, Any]) -> bool:
+        st = obj.get("status") or {}
+        d = st.get("delivery") or {}
+        return bool(
+            d.get("digest") == line.fields["digest"] == d.get("appliedDigest")
+            and any(
+                c["type"] == "Ready" and c["status"] == "True" for c in st.get("conditions") or []
+            )
+        )
+
+    return check
+
+
+def diagnosis(cluster: Cluster, namespace: str, name: str) -> str:
+    """The agent's status, its acknowledgement Lease and the sidecar's log, for a failure."""
+    status = json.dumps((get(cluster, "agentspec", namespace, name) or {}).get("status"), indent=1)
+    lease = get(cluster, "lease", namespace, f"bindery-ack-{name}") or {}
+    sidecar = cluster.kubectl(
+        "logs", "-n", namespace, pod_name(name), "-c", "bindery-delivery", check=False
+    )
+    return (
+        f"status: {status}\nack lease: {json.dumps(lease.get('metadata', {}).get('annotations'))}"
+        f"\nsidecar log:\n{sidecar.stdout[-3000:]}{sidecar.stderr[-1000:]}"
+    )
 
 
 def container_ids(cluster: Cluster, namespace: str, name: str) -> str:
@@ -211,3 +248,123 @@ def test_a_work_handoff_between_two_real_sessions(
     )
     assert b_held, "B's process never held the work"
     assert both <= 0.0, f"both processes held {uri} at once for {both:.2f} s"
+
+
+SILENT = r"""
+import time
+from controller.session import announce, load_bindings
+
+announce()  # says it acknowledges ...
+load_bindings()
+time.sleep(100000)  # ... and never does
+"""
+
+
+def controller_with(
+    cluster: Cluster, namespace: str, tmp_path: Any, *args: str, env: dict[str, str] | None = None
+) -> ControllerProcess:
+    return ControllerProcess(
+        cluster, namespace, tmp_path, args=("--standalone", *args), env=env
+    ).start()
+
+
+def state_of(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
+    obj = get(cluster, "agentspec", namespace, name)
+    assert obj is not None
+    return obj
+
+
+def test_a_session_that_never_acknowledges_keeps_the_work_until_it_is_stopped(
+    cluster: Cluster, crds: list[str], namespace: str, tmp_path: Any
+) -> None:
+    """A announced that it acknowledges, then stays silent: its hold is never released by time
+    (A is Stalled, B waits); deleting A stops its session, and only then does B get the work."""
+    proc = controller_with(cluster, namespace, tmp_path, "--acknowledge-timeout-seconds", "8")
+    try:
+        apply_types(cluster)
+        uri = "github-issue://acme/app/9"
+        a = agent("a", resources=[work(uri)], runtime=probe.runtime(SILENT))
+        apply(cluster, namespace, a)
+        running_pod(cluster, namespace, "a", timeout=120)
+        apply(cluster, namespace, agent("b", resources=[work(uri)], runtime=probe.runtime()))
+        started(cluster, namespace, "b", lambda x: x.fields["work"] is None)
+        a["spec"]["resources"] = []
+        apply(cluster, namespace, a)
+
+        def silent(obj: dict[str, Any]) -> bool:
+            conditions: list[dict[str, Any]] = obj["status"].get("conditions") or []
+            ready = next((c for c in conditions if c["type"] == "Ready"), {})
+            return ready.get("reason") == "SessionNotAcknowledging"
+
+        stalled = wait_status(cluster, "agentspec", namespace, "a", silent, timeout=60)
+        assert stalled["status"]["state"] == "Releasing"
+        assert any(
+            c["type"] == "Stalled" and c["status"] == "True"
+            for c in stalled["status"]["conditions"]
+        )
+        time.sleep(5)  # nothing is released by time for it
+        b = state_of(cluster, namespace, "b")
+        assert b["status"]["work"]["held"] is False
+        assert b["status"]["work"]["waitingFor"]["name"] == "a"
+
+        deleted_at = time.time()
+        cluster.kubectl("delete", "agentspec", "a", "-n", namespace, "--wait=false")
+        got = started(cluster, namespace, "b", lambda x: x.fields["work"] == uri, timeout=120)
+        gone = wait_for(
+            lambda: get(cluster, "pod", namespace, pod_name("a")) is None,
+            timeout=60,
+            what="a's pod gone",
+        )
+        assert gone
+        print(
+            f"\nagent deleted mid-handoff -> the next holder applied the work: "
+            f"{got.t - deleted_at:.2f} s"
+        )
+    finally:
+        cluster.kubectl(
+            "delete", "agentspec", "--all", "-n", namespace, "--timeout=60s", check=False
+        )
+        proc.stop()
+
+
+def test_a_session_from_before_the_sidecar_is_released_after_the_grace_unverified(
+    cluster: Cluster, crds: list[str], namespace: str, tmp_path: Any
+) -> None:
+    """A pod launched without the delivery sidecar cannot acknowledge: its hold goes only once
+    the grace period after the write has passed, with a Warning event."""
+    first = controller_with(
+        cluster, namespace, tmp_path / "first", env={"BINDERY_SESSION_DELIVERY_IMAGE": ""}
+    )
+    uri = "github-issue://acme/app/10"
+    apply_types(cluster)
+    a = agent("a", resources=[work(uri)], runtime=probe.runtime(probe.READER))
+    try:
+        apply(cluster, namespace, a)
+        pod = running_pod(cluster, namespace, "a", timeout=120)
+        assert not pod["spec"].get("initContainers"), "launched with a sidecar"
+    finally:
+        first.stop()
+    grace = 8.0
+    proc = controller_with(
+        cluster, namespace, tmp_path / "second", "--unacknowledged-release-seconds", str(grace)
+    )
+    try:
+        apply(cluster, namespace, agent("b", resources=[work(uri)], runtime=probe.runtime()))
+        started(cluster, namespace, "b", lambda x: x.fields["work"] is None)
+        moved_at = time.time()
+        a["spec"]["resources"] = []
+        apply(cluster, namespace, a)
+        got = started(cluster, namespace, "b", lambda x: x.fields["work"] == uri, timeout=120)
+        waited = got.t - moved_at
+        print(f"\na session without the sidecar: released after {waited:.2f} s (grace {grace} s)")
+        assert waited >= grace, f"released after {waited:.1f} s, before the {grace} s grace"
+        reasons = cluster.kubectl(
+            "get", "events", "-n", namespace, "--field-selector", "involvedObject.name=a",
+            "-o", "jsonpath={.items[*].reason}",
+        ).stdout.split()  # fmt: skip
+        assert "ReleasedUnacknowledged" in reasons
+    finally:
+        cluster.kubectl(
+            "delete", "agentspec", "--all", "-n", namespace, "--timeout=60s", check=False
+        )
+        proc.stop()

@@ -281,6 +281,7 @@ PRINTER_COLUMNS = {
     "AgentSpec": {
         "Work": ".status.work.uri",
         "State": ".status.state",
+        "Synced": ".status.delivery.synced",
         "Launch": ".status.launch",
         "Ready": '.status.conditions[?(@.type=="Ready")].status',
         "Reason": '.status.conditions[?(@.type=="Ready")].reason',
@@ -440,7 +441,7 @@ def test_status_has_observed_generation_and_standard_conditions(kind: str) -> No
 
 def test_agent_status_fields() -> None:
     status = root_schema(load_crd("AgentSpec"))["properties"]["status"]["properties"]
-    assert status["state"]["enum"] == ["Idle", "Working", "Waiting", "Error"]
+    assert status["state"]["enum"] == ["Idle", "Working", "Waiting", "Releasing", "Error"]
     assert {"uri", "holder", "waitingFor"} <= set(status["work"]["properties"])
     binding = status["bindings"]["items"]["properties"]
     assert words("name tool slot mode access state resource message") <= set(binding)
