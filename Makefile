@@ -14,6 +14,11 @@ BINDERY := $(VENV)/bin/bindery
 HARNESS := PYTHONPATH=$(CURDIR)
 STATE_DIR := .cache/cluster
 RUN_NAMESPACE ?= default
+# KUBELET=1: a real node (containerd, runc, a kubelet; needs root) instead of kwok's fake one,
+# and sessions with the delivery sidecar (the project's image, built here without a registry).
+KUBELET ?=
+CLUSTER_FLAGS := $(if $(KUBELET),--kubelet,)
+RUN_FLAGS := $(if $(KUBELET),--session-delivery-image localhost/bindery:dev,)
 
 .PHONY: help venv control-plane run cluster cluster-down test unit lint fmt bench chaos e2e examples image helm-lint helm-crds argocd-values clean
 
@@ -31,14 +36,14 @@ venv: $(VENV)/.installed ## create .venv with the controller and its dev tools
 control-plane: ## build (once, cached in ~/.cache/bindery; harness/tools/build.sh) etcd, kube-apiserver, kubectl, kwok, helm
 	bash harness/tools/build.sh >/dev/null
 
-cluster: venv control-plane ## start the local control plane in the background
+cluster: venv control-plane ## start the local control plane in the background (KUBELET=1: a real node)
 	@if [ -f $(STATE_DIR)/state.json ]; then echo "already running: $(STATE_DIR)/kubeconfig"; \
-	else $(HARNESS) $(BINDERY) cluster up --state-dir $(STATE_DIR); fi
+	else $(HARNESS) $(BINDERY) cluster up $(CLUSTER_FLAGS) --state-dir $(STATE_DIR); fi
 
 cluster-down: venv ## stop the local control plane
 	$(HARNESS) $(BINDERY) cluster down --state-dir $(STATE_DIR)
 
-run: cluster ## local control plane + CRDs + examples, then the controller in the foreground
+run: cluster ## local control plane + CRDs + examples, then the controller in the foreground (KUBELET=1: real sessions)
 	@export KUBECONFIG=$(CURDIR)/$(STATE_DIR)/kubeconfig PATH="$$(bash harness/tools/build.sh --print):$$PATH"; \
 	kubectl apply --server-side -f crds/ >/dev/null; \
 	kubectl wait --for=condition=Established -f crds/ --timeout=60s >/dev/null; \
@@ -49,7 +54,7 @@ run: cluster ## local control plane + CRDs + examples, then the controller in th
 	echo "  kubectl get bindery -A"; \
 	echo "Stop with Ctrl-C; 'make cluster-down' stops the control plane."; \
 	echo "Leader election is on (Lease default/bindery-controller): no second controller reconciles beside this one."; echo; \
-	exec $(BINDERY) run --leader-elect --leader-election-namespace default --liveness=http://127.0.0.1:8080/healthz --metrics-port 9090
+	exec $(BINDERY) run --leader-elect --leader-election-namespace default --liveness=http://127.0.0.1:8080/healthz --metrics-port 9090 $(RUN_FLAGS)
 
 lint: venv ## ruff, mypy (strict) and the import contract that keeps the domain pure
 	$(VENV)/bin/ruff check .
@@ -64,7 +69,7 @@ fmt: venv ## format and fix what ruff can
 unit: venv ## unit tests only (no control plane)
 	$(PY) -m pytest -m "not integration and not e2e and not floors and not node" tests
 
-test: venv control-plane lint ## everything: lint, unit, dependency floors and integration tests on a real API server
+test: venv control-plane lint ## everything: lint, unit, floors, integration (real API server) and node tests (real kubelet)
 	$(PY) -m pytest tests
 
 bench: venv control-plane ## benchmarks: prints figures and ratios to their targets

@@ -287,6 +287,17 @@ def protected(cluster: Cluster, helm_bin: Path, namespace: str) -> Iterator[Setu
         return out.returncode != 0 and ONLY_THE_CONTROLLER in out.stderr
 
     wait_for(enforced, timeout=30, interval=0.5, what="the acknowledgement policy to be enforced")
+
+    def controller_allowed() -> bool:
+        """An earlier test's policy, deleted, is still enforced for a moment (admission reads
+        policies through an informer): wait until this controller may create one."""
+        probe = ack_lease(f"probe-{next(probes)}")
+        out = kubectl_as(
+            cluster, setup.controller, namespace, "create", "--dry-run=server", "-f", "-", doc=probe
+        )
+        return out.returncode == 0
+
+    wait_for(controller_allowed, timeout=30, interval=0.5, what="earlier policies to be gone")
     try:
         yield setup
     finally:

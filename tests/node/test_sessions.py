@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from harness import probe
 from tests.integration.kube import agent, apply, get, wait_status, work
 from tests.integration.sessions_helpers import apply_types, drifted, pod_name, running_pod
-from tests.node import probe
 from tests.support import Cluster, ControllerProcess, wait_for
 
 pytestmark = [pytest.mark.node]
@@ -41,7 +41,7 @@ def started(cluster: Cluster, namespace: str, name: str, what: Any, timeout: flo
     """Wait for the probe in ``name``'s session to have applied a document ``what`` accepts."""
     pod = pod_name(name)
     return wait_for(
-        lambda: next((a for a in probe.applied(cluster, namespace, pod) if what(a)), None),
+        lambda: next((a for a in probe.applied(cluster.kubectl, namespace, pod) if what(a)), None),
         timeout=timeout,
         interval=0.5,
         what=f"the process in {pod} to apply the expected bindings",
@@ -239,8 +239,8 @@ def test_a_work_handoff_between_two_real_sessions(
     got = started(cluster, namespace, "b", lambda x: x.fields["work"] == uri, timeout=180)
     started(cluster, namespace, "a", lambda x: x.t > moved_at and x.fields["work"] is None)
     until = time.time()
-    a_held = probe.holding(probe.applied(cluster, namespace, pod_name("a")), uri, until)
-    b_held = probe.holding(probe.applied(cluster, namespace, pod_name("b")), uri, until)
+    a_held = probe.holding(probe.applied(cluster.kubectl, namespace, pod_name("a")), uri, until)
+    b_held = probe.holding(probe.applied(cluster.kubectl, namespace, pod_name("b")), uri, until)
     both = probe.overlap(a_held, b_held)
     print(
         f"\nhandoff: spec change -> B's process applied the work {got.t - moved_at:.2f} s; "

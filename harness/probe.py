@@ -1,4 +1,5 @@
-"""What the node tests' session processes run, and how the tests read what those processes saw.
+"""What session processes on the real node run in tests and benchmarks, and how to read what
+those processes saw.
 
 Each probe is a Python program passed to the project's image (``localhost/bindery:dev``) as its
 command. It prints one JSON line per thing it does, stamped with ``time.time()``: a container
@@ -9,10 +10,13 @@ with the moment they changed a spec.
 from __future__ import annotations
 
 import json
+import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tests.support import Cluster
+Kubectl = Callable[..., subprocess.CompletedProcess[str]]
+"""``kubectl(*args, check=False)`` against the control plane (the caller's own runner)."""
 
 PROJECT_IMAGE = "localhost/bindery:dev"
 
@@ -56,9 +60,9 @@ class Line:
     fields: dict[str, Any]
 
 
-def lines(cluster: Cluster, namespace: str, pod: str, container: str = "agent") -> list[Line]:
+def lines(kubectl: Kubectl, namespace: str, pod: str, container: str = "agent") -> list[Line]:
     """Every JSON line the probe in ``pod`` printed (its current container)."""
-    proc = cluster.kubectl("logs", "-n", namespace, pod, "-c", container, check=False)
+    proc = kubectl("logs", "-n", namespace, pod, "-c", container, check=False)
     out = []
     for raw in proc.stdout.splitlines():
         try:
@@ -70,8 +74,8 @@ def lines(cluster: Cluster, namespace: str, pod: str, container: str = "agent") 
     return out
 
 
-def applied(cluster: Cluster, namespace: str, pod: str) -> list[Line]:
-    return [line for line in lines(cluster, namespace, pod) if line.event == "applied"]
+def applied(kubectl: Kubectl, namespace: str, pod: str) -> list[Line]:
+    return [line for line in lines(kubectl, namespace, pod) if line.event == "applied"]
 
 
 def holding(entries: list[Line], uri: str, until: float) -> list[tuple[float, float]]:
