@@ -295,7 +295,7 @@ def protected(cluster: Cluster, helm_bin: Path, namespace: str) -> Iterator[Setu
         out = kubectl_as(
             cluster, setup.controller, namespace, "create", "--dry-run=server", "-f", "-", doc=probe
         )
-        return out.returncode == 0
+        return bool(out.returncode == 0)
 
     wait_for(controller_allowed, timeout=30, interval=0.5, what="earlier policies to be gone")
     try:
