@@ -559,7 +559,7 @@ INVALID: list[Case] = [
          "spec.runtime.volumes[0]", "must have exactly one of emptyDir"),
     Case("agent-runtime-volume-named-bindings",
          _runtime(volumes=[{"name": "bindings", "emptyDir": {}}]),
-         "spec.runtime.volumes[0].name", "is reserved for the bindings ConfigMap"),
+         "spec.runtime.volumes[0].name", "is reserved for Bindery"),
     Case("agent-runtime-volume-duplicate",
          _runtime(volumes=[{"name": "v", "emptyDir": {}}, {"name": "v", "emptyDir": {}}]),
          "spec.runtime.volumes[1]", DUPLICATE),
@@ -1030,7 +1030,17 @@ def test_kubectl_get_bindery_and_columns(cluster: Cluster, objects: Objects) -> 
     )
 
     agents = cluster.kubectl("get", "bagent", "-n", ns).stdout.splitlines()
-    assert agents[0].split() == ["NAME", "WORK", "STATE", "LAUNCH", "READY", "REASON", "AGE"]
+    assert agents[0].split() == [
+        "NAME",
+        "WORK",
+        "STATE",
+        "SYNCED",
+        "LAUNCH",
+        "READY",
+        "REASON",
+        "AGE",
+    ]
+    # Its status is written by hand here (no controller): no delivery, an empty Synced column.
     assert agents[1].split()[:5] == ["a", "github-issue://example/p/1", "Working", "1/2", "True"]
 
     resources = cluster.kubectl("get", "bres", "-n", ns).stdout.splitlines()

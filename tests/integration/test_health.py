@@ -195,8 +195,17 @@ def test_printer_columns_show_why_an_agent_is_not_ready(
         lambda o: condition(o, "Ready").get("reason") == "MissingDependency",
     )
     plain = cluster.kubectl("get", "agentspecs", "-n", namespace).stdout.splitlines()
-    assert plain[0].split() == ["NAME", "WORK", "STATE", "LAUNCH", "READY", "REASON", "AGE"]
-    assert plain[1].split()[:4] == ["needs-tool", "Error", "False", "MissingDependency"]
+    assert plain[0].split() == [
+        "NAME",
+        "WORK",
+        "STATE",
+        "SYNCED",
+        "LAUNCH",
+        "READY",
+        "REASON",
+        "AGE",
+    ]
+    assert plain[1].split()[:5] == ["needs-tool", "Error", "true", "False", "MissingDependency"]
     wide = cluster.kubectl("get", "agentspecs", "-n", namespace, "-o", "wide").stdout.splitlines()
     header = wide[0].split()
     assert header[header.index("REASON") + 1] == "MESSAGE"

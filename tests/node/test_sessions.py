@@ -17,7 +17,14 @@ import pytest
 from harness import probe
 from tests.integration.kube import agent, apply, get, wait_status, work
 from tests.integration.sessions_helpers import apply_types, drifted, pod_name, running_pod
-from tests.support import Cluster, ControllerProcess, wait_for
+from tests.support import (
+    Cluster,
+    ControllerProcess,
+    Write,
+    audit_mark,
+    controller_writes,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.node]
 
@@ -368,3 +375,55 @@ def test_a_session_from_before_the_sidecar_is_released_after_the_grace_unverifie
             "delete", "agentspec", "--all", "-n", namespace, "--timeout=60s", check=False
         )
         proc.stop()
+
+
+def sidecar_writes(cluster: Cluster, namespace: str, since: float) -> list[Write]:
+    """What the delivery sidecars wrote in ``namespace`` (user agent ``bindery-deliver``)."""
+    out = []
+    with open(cluster.audit_log, "rb") as log:
+        log.seek(int(since))
+        for raw in log:
+            entry = json.loads(raw) if raw.endswith(b"\n") else {}
+            ref = entry.get("objectRef") or {}
+            if (
+                entry.get("userAgent") == "bindery-deliver"
+                and entry.get("stage") == "ResponseComplete"
+                and ref.get("namespace") == namespace
+            ):
+                out.append(Write(entry["verb"], ref["resource"], namespace, ref["name"], ""))
+    return out
+
+
+def test_a_binding_change_with_a_session_costs_at_most_four_writes(
+    cluster: Cluster, controller: ControllerProcess, namespace: str
+) -> None:
+    """The ConfigMap, one acknowledgement, and status twice (DeliveryPending, then Ready); the
+    per-agent objects made at creation are counted and printed."""
+    apply_types(cluster)
+    created_from = audit_mark(cluster)
+    spec = agent("dev", resources=[resource("notes", "file:///notes")], runtime=probe.runtime())
+    apply(cluster, namespace, spec)
+    first = started(cluster, namespace, "dev", lambda a: a.fields["resources"] == ["notes"])
+    wait_status(cluster, "agentspec", namespace, "dev", delivered(first), timeout=60)
+    creates = sorted(
+        f"{w.resource}/{w.name}"
+        for w in controller_writes(cluster, namespace, created_from)
+        if w.verb == "create" and w.resource != "events"
+    )
+    print(f"\nobjects created for an agent with a session: {len(creates)}: {', '.join(creates)}")
+    time.sleep(3)
+    mark = audit_mark(cluster)
+    spec["spec"]["resources"].append(resource("extra", "file:///extra"))
+    apply(cluster, namespace, spec)
+    seen = started(cluster, namespace, "dev", lambda a: "extra" in a.fields["resources"])
+    wait_status(cluster, "agentspec", namespace, "dev", delivered(seen), timeout=30)
+    time.sleep(3)  # anything that follows late counts too
+    writes = [w for w in controller_writes(cluster, namespace, mark) if w.resource != "events"]
+    writes += sidecar_writes(cluster, namespace, mark)
+    shown = ", ".join(
+        f"{w.verb} {w.resource}/{w.name}{'/' + w.subresource if w.subresource else ''}"
+        for w in writes
+    )
+    print(f"writes for one binding change: {len(writes)}: {shown}")
+    assert len(writes) <= 4, shown
+    assert {w.resource for w in writes} >= {"configmaps", "leases", "agentspecs"}
