@@ -20,8 +20,8 @@ from typing import Self
 
 import psutil
 
-from harness.cluster import free_port
 from harness.process import ChildProcess, controller_argv
+from harness.system import free_port
 
 
 class Proc(ChildProcess):

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import ssl
 import subprocess
@@ -34,9 +33,10 @@ from typing import Any
 
 import structlog
 
-from harness import node
+from harness import kwok_stages, node
 from harness.errors import ClusterError
 from harness.node import KUBERNETES_SERVICE_IP, NODE_IP
+from harness.system import alive, free_port, terminate
 
 log = structlog.get_logger("bindery.cluster")
 
@@ -124,12 +124,6 @@ def cache_root() -> Path:
     if explicit:
         return Path(explicit)
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "bindery"
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def check_port_free(port: int) -> None:
@@ -251,7 +245,7 @@ class LocalCluster:
 
     def up(self, timeout: float = 90.0) -> ClusterState:
         existing = ClusterState.load(self.state_dir)
-        if existing and _alive(existing.pids.get("kube-apiserver", 0)):
+        if existing and alive(existing.pids.get("kube-apiserver", 0)):
             raise ClusterError(
                 f"a local control plane is already running from {self.state_dir} "
                 f"(server {existing.server}); run 'bindery cluster down' first"
@@ -305,7 +299,7 @@ class LocalCluster:
             node.stop(node.NodePaths(Path(state.node_root)), pids)
         # Stop in reverse start order: controllers first, etcd last.
         for name, pid in reversed(list(pids.items())):
-            _terminate(pid, name)
+            terminate(pid, name)
         for proc in self._procs.values():
             with suppress(Exception):
                 proc.wait(timeout=1)
@@ -482,7 +476,7 @@ class LocalCluster:
             [
                 str(bin_dir / "kwok"),
                 f"--kubeconfig={kubeconfig}",
-                f"--config={bin_dir / 'kwok-stages.yaml'}",
+                f"--config={kwok_stages.write_config(bin_dir, data_dir)}",
                 "--manage-all-nodes=false",
                 "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
                 "--manage-nodes-with-label-selector=",
@@ -564,36 +558,6 @@ def kubectl(
     if check and proc.returncode != 0:
         raise ClusterError(f"kubectl {' '.join(args)} failed: {proc.stderr.strip()}")
     return proc
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        return False
-    return True
-
-
-def _terminate(pid: int, name: str, grace: float = 10.0) -> None:
-    """SIGTERM the process group, wait, then SIGKILL whatever is left."""
-    if not _alive(pid):
-        return
-    with suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and _alive(pid):
-        with suppress(ChildProcessError):
-            if os.waitpid(pid, os.WNOHANG)[0] == pid:
-                return
-        time.sleep(0.05)
-    if _alive(pid):
-        log.warning("process did not stop on SIGTERM; killing it", process=name, pid=pid)
-        with suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)
-        with suppress(ChildProcessError):
-            os.waitpid(pid, 0)
 
 
 @contextmanager

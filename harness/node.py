@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -34,6 +32,7 @@ from pathlib import Path
 import structlog
 
 from harness.errors import ClusterError
+from harness.system import alive, free_port, terminate
 
 log = structlog.get_logger("bindery.harness.node")
 
@@ -218,7 +217,7 @@ def claim(state_dir: Path, api_port: int) -> None:
     """Take the machine's real-node slot for the control plane in ``state_dir``."""
     with suppress(OSError, ValueError):
         held = json.loads(CLAIM.read_text())
-        if held.get("stateDir") != str(state_dir) and _alive(int(held.get("pid", 0))):
+        if held.get("stateDir") != str(state_dir) and alive(int(held.get("pid", 0))):
             raise ClusterError(
                 f"a real node is already running on this machine for the control plane in "
                 f"{held.get('stateDir')}: stop it first (bindery cluster down --state-dir "
@@ -368,7 +367,7 @@ def kubelet_argv(paths: NodePaths, bin_dir: Path, pki: Path) -> list[str]:
     """Write the kubelet's configuration (and its cgroup root); its command line."""
     make_cgroup_root()
     config = paths.root / "kubelet-config.json"
-    config.write_text(json.dumps(kubelet_config(paths, pki, _free_port(), _free_port()), indent=2))
+    config.write_text(json.dumps(kubelet_config(paths, pki, free_port(), free_port()), indent=2))
     return [
         str(bin_dir / "kubelet"),
         f"--config={config}",
@@ -383,52 +382,15 @@ def kubelet_argv(paths: NodePaths, bin_dir: Path, pki: Path) -> list[str]:
 def stop(paths: NodePaths, pids: dict[str, int]) -> None:
     """Stop the kubelet, every container, containerd and its shims; undo the mounts and
     everything the node added to the machine. ``pids`` loses the entries it stopped."""
-    _kill(pids.pop("kubelet", 0))
-    if paths.socket.exists() and _alive(pids.get("containerd", 0)):
+    terminate(pids.pop("kubelet", 0), "kubelet", grace=5.0)
+    if paths.socket.exists() and alive(pids.get("containerd", 0)):
         for task in _sh(*ctr(paths, "tasks", "list", "-q"), check=False).stdout.split():
             _sh(*ctr(paths, "tasks", "kill", "--signal", "SIGKILL", task), check=False)
-    _kill(pids.pop("containerd", 0))
+    terminate(pids.pop("containerd", 0), "containerd", grace=5.0)
     for pid in _pids_matching(str(paths.socket)):  # the shims outlive containerd by design
-        _kill(pid, grace=1.0)
+        terminate(pid, "containerd-shim", grace=1.0)
     _unmount_under(paths.root)
     teardown_machine()
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        return False
-    return True
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _kill(pid: int, grace: float = 5.0) -> None:
-    if pid <= 0:
-        return
-    with suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        with suppress(ChildProcessError):
-            if os.waitpid(pid, os.WNOHANG)[0] == pid:
-                return
-        try:
-            os.kill(pid, 0)
-        except OSError:
-            return
-        time.sleep(0.05)
-    with suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
-    with suppress(ProcessLookupError, PermissionError):
-        os.kill(pid, signal.SIGKILL)
 
 
 def _pids_matching(needle: str) -> list[int]:

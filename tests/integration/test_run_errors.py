@@ -20,7 +20,8 @@ import pytest
 import yaml
 
 from controller.runtime.exits import Exit
-from harness.cluster import LocalCluster, free_port
+from harness.cluster import LocalCluster
+from harness.system import free_port
 from tests.integration.kube import get
 from tests.support import REPO_ROOT, Cluster, ControllerProcess, wait_for
 
