@@ -177,6 +177,43 @@ def controller_writes(cluster: Cluster, namespace: str, since: float = 0.0) -> l
     return writes
 
 
+@dataclass(frozen=True)
+class AuditedWrite:
+    """A write anyone made, as the audit log records it (``Write`` is the controller's only)."""
+
+    verb: str
+    resource: str
+    name: str
+    subresource: str
+    user_agent: str
+    code: int
+
+
+def audited_writes(cluster: Cluster, namespace: str, since: float = 0.0) -> list[AuditedWrite]:
+    """Every completed write in ``namespace`` after the byte offset ``since``, by any client."""
+    writes = []
+    with open(cluster.audit_log, "rb") as log:
+        log.seek(int(since))
+        for raw in log:
+            if not raw.endswith(b"\n"):
+                break  # the API server is still writing this line
+            entry = json.loads(raw)
+            ref = entry.get("objectRef") or {}
+            if ref.get("namespace", "") != namespace or entry.get("stage") != "ResponseComplete":
+                continue
+            writes.append(
+                AuditedWrite(
+                    entry["verb"],
+                    ref.get("resource", ""),
+                    ref.get("name", ""),
+                    ref.get("subresource", ""),
+                    str(entry.get("userAgent", "")),
+                    int((entry.get("responseStatus") or {}).get("code", 0)),
+                )
+            )
+    return writes
+
+
 def audit_mark(cluster: Cluster) -> float:
     """The end of the audit log's last complete line: count writes after this point.
 

@@ -24,9 +24,28 @@ from tests.integration.sessions_helpers import (
     uid,
 )
 from tests.integration.test_sessions import _launched_session, _session
-from tests.support import Cluster, ControllerProcess, wait_for
+from tests.support import (
+    AuditedWrite,
+    Cluster,
+    ControllerProcess,
+    audit_mark,
+    audited_writes,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
+
+
+def _pod_changes(writes: list[AuditedWrite]) -> list[tuple[str, str]]:
+    """(verb, user agent) of every pod created or deleted, in the audit log's order."""
+    return [
+        (w.verb, w.user_agent)
+        for w in writes
+        if w.resource == "pods"
+        and not w.subresource
+        and w.verb in ("create", "delete")
+        and w.code < 300
+    ]
 
 
 def _one_relaunch(
@@ -35,6 +54,7 @@ def _one_relaunch(
     """Apply ``commit`` (as a GitOps sync would, server-side); check it replaced the session pod
     exactly once, never two at a time, and that nothing else happens afterwards."""
     relaunches = events(cluster, namespace, "s", "Relaunched")
+    mark = audit_mark(cluster)
     with PodWatch(cluster, namespace, "s") as seen:
         apply(cluster, namespace, commit)
         obj = wait_status(cluster, "agentspec", namespace, "s", launched(to), timeout=60)
@@ -42,6 +62,10 @@ def _one_relaunch(
         wait_for(lambda: seen.running() == {uid(new)}, what="the watch to see the new pod")
         settle(cluster, namespace)
     assert seen.overlaps == [], f"two session pods at once: {seen.overlaps}"
+    # Replaced once: one pod made, whoever deleted what. A successor deleted before it ever ran
+    # escapes the watch's Running pods, not the audit log.
+    changes = _pod_changes(audited_writes(cluster, namespace, mark))
+    assert [verb for verb, _ in changes].count("create") == 1, changes
     assert seen.ran == [uid(old), uid(new)], seen.ran
     assert [uid(p) for p in pods(cluster, namespace, "s")] == [uid(new)]
     wait_for(
