@@ -12,6 +12,10 @@ import sys
 import structlog
 
 KOPF_API_LOGGER = "kopf._cogs.clients.api"
+KOPF_CLIENT_LOGGERS = (KOPF_API_LOGGER, "kopf._cogs.clients.watching")
+"""The loggers kopf's request retries are logged to: ``api.request`` logs to its caller's logger,
+and the watch streams pass their own (a watch started while the API server's storage for a
+just-installed CRD is still initializing gets a 429 and is retried)."""
 
 
 class RetriesAreWarnings(logging.Filter):
@@ -72,6 +76,7 @@ def configure(level: str = "INFO", *, json: bool | None = None) -> None:
     # kopf says "Handler ... succeeded" for every watch event; our handlers only feed the
     # controller's intake, which logs what matters. Failures (ERROR) still come through.
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)
-    api = logging.getLogger(KOPF_API_LOGGER)
-    if not any(isinstance(f, RetriesAreWarnings) for f in api.filters):
-        api.addFilter(RetriesAreWarnings())
+    for name in KOPF_CLIENT_LOGGERS:
+        client = logging.getLogger(name)
+        if not any(isinstance(f, RetriesAreWarnings) for f in client.filters):
+            client.addFilter(RetriesAreWarnings())

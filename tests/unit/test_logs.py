@@ -45,10 +45,23 @@ def test_kopf_retries_that_recover_are_warnings(lines) -> None:  # type: ignore[
     ]
 
 
+def test_a_retried_watch_is_a_warning(lines) -> None:  # type: ignore[no-untyped-def]
+    """kopf's watch streams log their request retries to their own logger: a watch that meets
+    "storage is (re)initializing" (429) just after its CRD is installed recovers by itself."""
+    watching = logging.getLogger("kopf._cogs.clients.watching")
+    watching.error(
+        f"Request attempt #1/5 failed; will retry: {URL} -> "
+        "APITooManyRequestsError('storage is (re)initializing')"
+    )
+    watching.error(f"Request attempt #5/5 failed; escalating: {URL} -> ClientConnectorError()")
+    assert [line["level"] for line in lines()] == ["warning", "error"]
+
+
 def test_configuring_twice_adds_the_filter_once(lines) -> None:  # type: ignore[no-untyped-def]
     logs.configure("INFO", json=True)
-    kopf_api = logging.getLogger(logs.KOPF_API_LOGGER)
-    assert sum(isinstance(f, logs.RetriesAreWarnings) for f in kopf_api.filters) == 1
+    for name in logs.KOPF_CLIENT_LOGGERS:
+        client = logging.getLogger(name)
+        assert sum(isinstance(f, logs.RetriesAreWarnings) for f in client.filters) == 1
 
 
 def test_other_errors_stay_errors(lines) -> None:  # type: ignore[no-untyped-def]
