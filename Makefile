@@ -18,7 +18,8 @@ RUN_NAMESPACE ?= default
 # and sessions with the delivery sidecar (the project's image, built here without a registry).
 KUBELET ?=
 CLUSTER_FLAGS := $(if $(KUBELET),--kubelet,)
-RUN_FLAGS := $(if $(KUBELET),--session-delivery-image localhost/bindery:dev,)
+# On kwok's node no session process runs, so none can acknowledge: a handoff need not wait.
+RUN_FLAGS := $(if $(KUBELET),--session-delivery-image localhost/bindery:dev,--unacknowledged-release-seconds 0)
 
 .PHONY: help venv control-plane run cluster cluster-down test unit lint fmt bench chaos e2e examples image helm-lint helm-crds argocd-values clean
 
