@@ -147,36 +147,6 @@ class Write:
     subresource: str
 
 
-def controller_writes(cluster: Cluster, namespace: str, since: float = 0.0) -> list[Write]:
-    """API writes the controller made in ``namespace`` (from the API server's audit log).
-
-    ``since`` is a byte offset into the audit log (see ``audit_mark``), so a test can count the
-    writes caused by one change.
-    """
-    writes = []
-    with open(cluster.audit_log, "rb") as log:
-        log.seek(int(since))
-        for raw in log:
-            if not raw.endswith(b"\n"):
-                break  # the API server is still writing this line
-            entry = json.loads(raw)
-            if not str(entry.get("userAgent", "")).startswith(USER_AGENT.split("/")[0]):
-                continue
-            ref = entry.get("objectRef") or {}
-            if ref.get("namespace", "") != namespace or entry.get("stage") != "ResponseComplete":
-                continue
-            writes.append(
-                Write(
-                    entry["verb"],
-                    ref.get("resource", ""),
-                    namespace,
-                    ref.get("name", ""),
-                    ref.get("subresource", ""),
-                )
-            )
-    return writes
-
-
 @dataclass(frozen=True)
 class AuditedWrite:
     """A write anyone made, as the audit log records it (``Write`` is the controller's only)."""
@@ -229,3 +199,17 @@ def audit_mark(cluster: Cluster) -> float:
                 return float(start + newline + 1)
             end = start
     return 0.0
+
+
+def controller_writes(cluster: Cluster, namespace: str, since: float = 0.0) -> list[Write]:
+    """API writes the controller made in ``namespace`` (from the API server's audit log).
+
+    ``since`` is a byte offset into the audit log (see ``audit_mark``), so a test can count the
+    writes caused by one change.
+    """
+    controller = USER_AGENT.split("/")[0]
+    return [
+        Write(w.verb, w.resource, namespace, w.name, w.subresource)
+        for w in audited_writes(cluster, namespace, since)
+        if w.user_agent.startswith(controller)
+    ]

@@ -22,6 +22,7 @@ from tests.support import (
     ControllerProcess,
     Write,
     audit_mark,
+    audited_writes,
     controller_writes,
     wait_for,
 )
@@ -379,19 +380,11 @@ def test_a_session_from_before_the_sidecar_is_released_after_the_grace_unverifie
 
 def sidecar_writes(cluster: Cluster, namespace: str, since: float) -> list[Write]:
     """What the delivery sidecars wrote in ``namespace`` (user agent ``bindery-deliver``)."""
-    out = []
-    with open(cluster.audit_log, "rb") as log:
-        log.seek(int(since))
-        for raw in log:
-            entry = json.loads(raw) if raw.endswith(b"\n") else {}
-            ref = entry.get("objectRef") or {}
-            if (
-                entry.get("userAgent") == "bindery-deliver"
-                and entry.get("stage") == "ResponseComplete"
-                and ref.get("namespace") == namespace
-            ):
-                out.append(Write(entry["verb"], ref["resource"], namespace, ref["name"], ""))
-    return out
+    return [
+        Write(w.verb, w.resource, namespace, w.name, w.subresource)
+        for w in audited_writes(cluster, namespace, since)
+        if w.user_agent == "bindery-deliver"
+    ]
 
 
 def test_a_binding_change_with_a_session_costs_at_most_four_writes(
