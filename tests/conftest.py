@@ -15,17 +15,13 @@ from pathlib import Path
 import pytest
 
 from harness.cluster import LocalCluster
-from tests.support import Cluster, ControllerProcess, install_crds
+from tests.support import Cluster, ControllerProcess, install_crds, running
 
 
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     local = LocalCluster(tmp_path_factory.mktemp("cluster"), audit=True, nodes=True)
-    state = local.up()
-    try:
-        yield Cluster(state)
-    finally:
-        local.down()
+    yield from running(local)
 
 
 @pytest.fixture(scope="session")

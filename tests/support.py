@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from kubernetes import client, config
 
 from controller.k8s.api import USER_AGENT
 from harness import process
-from harness.cluster import ClusterState, kubectl
+from harness.cluster import ClusterState, LocalCluster, kubectl
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CRD_DIR = REPO_ROOT / "crds"
@@ -57,6 +58,15 @@ class Cluster:
         cfg = client.Configuration()
         config.load_kube_config(config_file=str(self.kubeconfig), client_configuration=cfg)
         return client.ApiClient(cfg)
+
+
+def running(local: LocalCluster, timeout: float = 90.0) -> Iterator[Cluster]:
+    """A session fixture's body: ``local`` up for the tests, down after them."""
+    state = local.up(timeout=timeout)
+    try:
+        yield Cluster(state)
+    finally:
+        local.down()
 
 
 def install_crds(cluster: Cluster) -> list[str]:

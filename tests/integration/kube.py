@@ -15,6 +15,10 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO_ROOT / "examples" / "manifests"
 
 
+AGENT_COLUMNS = ["NAME", "WORK", "STATE", "SYNCED", "LAUNCH", "READY", "REASON", "AGE"]
+"""What ``kubectl get agentspecs`` prints as its header (the CRD's default printer columns)."""
+
+
 def apply(cluster: Cluster, namespace: str, *objects: dict[str, Any]) -> None:
     """Server-side apply, as a GitOps tool would."""
     doc = "\n---\n".join(yaml.safe_dump(o) for o in objects)

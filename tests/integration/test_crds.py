@@ -26,6 +26,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from tests.integration.kube import AGENT_COLUMNS
 from tests.support import Cluster
 
 pytestmark = pytest.mark.integration
@@ -1030,16 +1031,7 @@ def test_kubectl_get_bindery_and_columns(cluster: Cluster, objects: Objects) -> 
     )
 
     agents = cluster.kubectl("get", "bagent", "-n", ns).stdout.splitlines()
-    assert agents[0].split() == [
-        "NAME",
-        "WORK",
-        "STATE",
-        "SYNCED",
-        "LAUNCH",
-        "READY",
-        "REASON",
-        "AGE",
-    ]
+    assert agents[0].split() == AGENT_COLUMNS
     # Its status is written by hand here (no controller): no delivery, an empty Synced column.
     assert agents[1].split()[:5] == ["a", "github-issue://example/p/1", "Working", "1/2", "True"]
 

@@ -18,7 +18,15 @@ import pytest
 from tests.argocd_health import argo_health
 from tests.health_rows import KIND_PLURALS, rows
 from tests.integration.kstatus import kstatus, kstatus_of
-from tests.integration.kube import agent, apply, condition, must_get, wait_status, work
+from tests.integration.kube import (
+    AGENT_COLUMNS,
+    agent,
+    apply,
+    condition,
+    must_get,
+    wait_status,
+    work,
+)
 from tests.support import Cluster, ControllerProcess
 
 pytestmark = pytest.mark.integration
@@ -195,16 +203,7 @@ def test_printer_columns_show_why_an_agent_is_not_ready(
         lambda o: condition(o, "Ready").get("reason") == "MissingDependency",
     )
     plain = cluster.kubectl("get", "agentspecs", "-n", namespace).stdout.splitlines()
-    assert plain[0].split() == [
-        "NAME",
-        "WORK",
-        "STATE",
-        "SYNCED",
-        "LAUNCH",
-        "READY",
-        "REASON",
-        "AGE",
-    ]
+    assert plain[0].split() == AGENT_COLUMNS
     assert plain[1].split()[:5] == ["needs-tool", "Error", "true", "False", "MissingDependency"]
     wide = cluster.kubectl("get", "agentspecs", "-n", namespace, "-o", "wide").stdout.splitlines()
     header = wide[0].split()

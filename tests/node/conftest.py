@@ -13,17 +13,13 @@ from collections.abc import Iterator
 import pytest
 
 from harness.cluster import LocalCluster
-from tests.support import Cluster, install_crds
+from tests.support import Cluster, install_crds, running
 
 
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     local = LocalCluster(tmp_path_factory.mktemp("node-cluster"), audit=True, kubelet=True)
-    state = local.up(timeout=180)
-    try:
-        yield Cluster(state)
-    finally:
-        local.down()
+    yield from running(local, timeout=180)
 
 
 @pytest.fixture(scope="session")
