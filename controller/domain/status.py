@@ -55,6 +55,12 @@ def now_rfc3339() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def now_micro_rfc3339() -> str:
+    """Now in microseconds (the API's MicroTime form), for times a duration is counted from:
+    a whole-second stamp would shorten a grace by up to a second."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 MAX_MESSAGE = 8192
 """Condition messages are cut here (the API allows 32768): a status must stay writable."""
 

@@ -232,7 +232,7 @@ class AgentReconciler:
         """Release the holds the document no longer carries once the session has let go of
         them; where the session stands with the document."""
         digest = ack.digest(rendered)
-        now = status.now_rfc3339()
+        now = status.now_micro_rfc3339()
         before = (body.get("status") or {}).get("delivery") or {}
         written_at = str(before.get("writtenAt") or now)
         if delivered or before.get("digest") != digest:

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import copy
 import re
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 
+from controller.domain.acknowledgement import seconds_since
 from controller.domain.launch import (
     LaunchAction,
     Launched,
@@ -41,6 +43,7 @@ from controller.domain.status import (
     condition,
     health_conditions,
     merge_conditions,
+    now_micro_rfc3339,
     now_rfc3339,
     resource_status,
     resource_type_status,
@@ -151,6 +154,16 @@ WAITING = WorkPlan(state=WorkState.WAITING, uri=URI, waiting_for="team/bob")
 
 def test_now_rfc3339_format() -> None:
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", now_rfc3339())
+
+
+def test_a_stamp_a_grace_is_counted_from_keeps_its_fraction() -> None:
+    """A grace counted from a whole-second stamp ends up to a second early."""
+    stamp = now_micro_rfc3339()
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", stamp)
+    then = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    later = then + timedelta(seconds=7.999)
+    assert seconds_since(stamp, later) == pytest.approx(7.999, abs=1e-6)
+    assert seconds_since(stamp, later) < 8.0
 
 
 def test_condition_shape() -> None:
