@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, KeysView, Set
-from typing import Generic, TypeVar
+from collections.abc import Callable, Hashable, KeysView, Set
+from typing import Any, Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V", bound=Hashable)
@@ -59,3 +59,7 @@ class MultiIndex(Generic[K, V]):
     def keys(self) -> KeysView[K]:
         """The keys holding something, as a live view."""
         return self._values.keys()
+
+
+Filer = Callable[[MultiIndex[Any, str], Any, str], None]
+"""``MultiIndex.add`` or ``MultiIndex.discard``: one walk over an object files or unfiles it."""

@@ -5,17 +5,23 @@ resolution of an agent (or the validation of a Tool, a Resource, a type), and, a
 which objects must be reconciled again (:class:`Affected`). Both are answered from indexes, so
 the cost of a change follows what depends on it, never the size of the cluster:
 
-* Resources are indexed by key, uid, ``(namespace, URI)``, type and labels.
+* Resources are indexed by key, uid, ``(namespace, URI)`` and type
+  (:class:`~controller.domain.resource_index.ResourceIndex`).
 * Every input an agent's resolution reads is indexed back to the agent: the Tools it names, its
-  direct bindings' URIs and tags, its parameter values, and the Resources its selector selects
-  (kept as links in both directions, updated when either side changes).
-* Tools are indexed by the types their slots ask for and the Resources their static slots name.
+  direct bindings' URIs and tags, its parameter values
+  (:class:`~controller.domain.agent_index.AgentIndex`), and the Resources its selector selects
+  (:class:`~controller.domain.selections.Selections`: kept as links in both directions, updated
+  when either side changes).
+* Tools are indexed by the types their slots ask for and the Resources their static slots name
+  (:class:`~controller.domain.tool_index.ToolIndex`).
 
+The registry composes these indexes and owns what crosses them: which objects a change affects.
 Agents' resolutions are computed on demand and not kept: they are large (about 30 kB for an agent
 with twenty slots), the reconciler keeps what it writes, and one costs well under a millisecond.
 What is kept is small or shared by many agents: type closures, Tool validations (each dropped
 when a change affects it), and, per agent, which type checks its last resolution made (see
-:class:`TypeReads`), so that a type change re-resolves only the agents it can affect.
+:class:`~controller.domain.type_reads.TypeReadIndex`), so that a type change re-resolves only the
+agents it can affect.
 
 Invariant: every key an :class:`Affected` lists names an object that is still registered (a
 deleted object is the caller's to clean up, not to reconcile).
@@ -23,11 +29,9 @@ deleted object is the caller's to clean up, not to reconcile).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Set
 from dataclasses import dataclass
-from typing import Any
 
-from controller.domain.label_selectors import LabelIndex, SelectorIndex
+from controller.domain.agent_index import AgentIndex
 from controller.domain.models import (
     AgentObject,
     RegisteredObject,
@@ -36,21 +40,17 @@ from controller.domain.models import (
     ResourceTypeSpec,
     ToolObject,
 )
-from controller.domain.multiindex import MultiIndex
-from controller.domain.resolve import (
-    TypeReads,
-    resolve_agent,
-    resource_errors,
-    static_resource_key,
-    validate_tool_slots,
-)
+from controller.domain.resolve import resolve_agent
+from controller.domain.resource_index import ResourceIndex
+from controller.domain.resource_validity import resource_errors
 from controller.domain.results import AgentResolution, Problem, ToolValidation, TypeClosure
+from controller.domain.selections import Selections
+from controller.domain.slots import validate_tool_slots
+from controller.domain.tool_index import ToolIndex
+from controller.domain.type_reads import TypeReadIndex
 from controller.domain.types import TypeGraph
 
 _NONE: frozenset[str] = frozenset()
-
-_Filer = Callable[[MultiIndex[Any, str], Any, str], None]
-"""``MultiIndex.add`` or ``MultiIndex.discard``: one walk over an object files or unfiles it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,113 +93,16 @@ def _schemes(spec: ResourceTypeSpec | None) -> frozenset[str] | None:
     return None if spec is None else frozenset(spec.uri_schemes)
 
 
-class _TypeReads:
-    """What each agent's last resolution read of the type graph (see :class:`TypeReads`),
-    indexed by the types of the resources it examined and by the types it checked them against.
-
-    An agent is *unknown* from the moment a change affects it until it is resolved again, and is
-    then assumed to read every type: it is due a reconcile anyway.
-
-    The two indexes are keyed by type: few keys, each with many agents, so they are plain dicts of
-    sets (filed without a call per entry, as every resolution files its agent again).
-    """
-
-    __slots__ = ("_asking", "_examining", "_records", "unknown")
-
-    def __init__(self) -> None:
-        self._records: dict[str, TypeReads] = {}
-        """Agent -> what its last resolution read: never the resolution itself."""
-        self._examining: dict[str, set[str]] = {}
-        self._asking: dict[str, set[str]] = {}
-        self.unknown: set[str] = set()
-
-    def record(self, agent: str, reads: TypeReads) -> None:
-        self._drop_record(agent)
-        self.unknown.discard(agent)
-        self._records[agent] = reads
-        for index, type_names in ((self._examining, reads.examined), (self._asking, reads.asked)):
-            for type_name in type_names:
-                agents = index.get(type_name)
-                if agents is None:
-                    index[type_name] = {agent}
-                else:
-                    agents.add(agent)
-
-    def forget(self, agent: str) -> None:
-        """The agent's last resolution is stale: it is unknown until resolved again."""
-        self._drop_record(agent)
-        self.unknown.add(agent)
-
-    def drop(self, agent: str) -> None:
-        """The agent is gone."""
-        self._drop_record(agent)
-        self.unknown.discard(agent)
-
-    def _drop_record(self, agent: str) -> None:
-        reads = self._records.pop(agent, None)
-        if reads is None:
-            return
-        for index, type_names in ((self._examining, reads.examined), (self._asking, reads.asked)):
-            for type_name in type_names:
-                agents = index[type_name]
-                agents.discard(agent)
-                if not agents:
-                    del index[type_name]
-
-    def examining(self, type_name: str) -> Set[str]:
-        """Agents that examined a resource of the type."""
-        return self._examining.get(type_name, _NONE)
-
-    def checking(self, type_name: str, asked: Set[str]) -> set[str]:
-        """Agents that checked a resource of the type against one of the types ``asked``: among
-        those that examined the type and asked for one of them (set operations narrow a type's
-        many readers down to a few), those whose checks pair the two."""
-        examining = self._examining.get(type_name, _NONE)
-        maybe: set[str] = set()
-        for wanted in asked:
-            maybe |= examining & self._asking.get(wanted, _NONE)
-        records = self._records
-        return {agent for agent in maybe if records[agent].checks(type_name, asked)}
-
-
 class Registry:
     """Every object the controller has observed, indexed for resolution and for change impact."""
 
     def __init__(self) -> None:
         self._types = TypeGraph()
-        self._resources: dict[str, ResourceObject] = {}
-        self._tools: dict[str, ToolObject] = {}
-        self._agents: dict[str, AgentObject] = {}
-
-        self._by_uid: dict[str, str] = {}
-        self._by_uri: MultiIndex[tuple[str, str], str] = MultiIndex()
-        self._by_type: MultiIndex[str, str] = MultiIndex()
-        self._labels = LabelIndex()
-
-        self._tools_asking: MultiIndex[str, str] = MultiIndex()
-        """Slot resourceType -> Tools with a slot asking for it."""
-        self._static_users: MultiIndex[str, str] = MultiIndex()
-        """Resource key -> Tools whose static slots name it."""
-
-        self._tool_users: MultiIndex[str, str] = MultiIndex()
-        """Tool key -> agents naming it in spec.tools (registered or not)."""
-        self._uri_users: MultiIndex[tuple[str, str], str] = MultiIndex()
-        """``(namespace, URI)`` of a direct binding -> agents with it."""
-        self._tag_users: MultiIndex[str, str] = MultiIndex()
-        """Direct-binding tag -> agents using it."""
-        self._param_users: MultiIndex[str, str] = MultiIndex()
-        """Parameter value -> agents passing it (for values naming a Resource anywhere: a
-        ``namespace/name`` or a uid)."""
-        self._local_param_users: MultiIndex[tuple[str, str], str] = MultiIndex()
-        """``(agent namespace, parameter value)`` -> agents passing it (for values naming a
-        Resource in the agent's namespace: a name or a URI)."""
-        self._selectors = SelectorIndex()
-        self._links: MultiIndex[str, str] = MultiIndex()
-        """Agent -> the Resources its selector selects."""
-        self._linked_by: MultiIndex[str, str] = MultiIndex()
-        """Resource key -> the agents whose selectors select it."""
-
-        self._reads = _TypeReads()
+        self._resources = ResourceIndex()
+        self._tools = ToolIndex()
+        self._agents = AgentIndex()
+        self._selections = Selections()
+        self._reads = TypeReadIndex()
         self._validations: dict[str, ToolValidation] = {}
         """Tool key -> its validation, until a change affects it."""
 
@@ -222,16 +125,16 @@ class Registry:
         return self._types.get(name)
 
     def resource_by_uid(self, uid: str) -> ResourceObject | None:
-        key = self._by_uid.get(uid)
-        return None if key is None else self._resources[key]
+        return self._resources.by_uid(uid)
 
     def resources_with_uri(self, namespace: str, uri: str) -> list[ResourceObject]:
         """The Resources in ``namespace`` whose URI is byte-for-byte ``uri``, by name."""
-        return [self._resources[key] for key in sorted(self._by_uri.get((namespace, uri)))]
+        keys = self._resources.with_uri(namespace, uri)
+        return [self._resources[key] for key in sorted(keys)]
 
     def selected_resources(self, agent_key: str) -> list[ResourceObject]:
         """The Resources an agent's ``resourceSelector`` selects, by key."""
-        return [self._resources[key] for key in sorted(self._links.get(agent_key))]
+        return [self._resources[key] for key in sorted(self._selections.selected(agent_key))]
 
     def resolve(self, agent_key: str) -> AgentResolution:
         """The agent's resolution, computed afresh. KeyError if unknown."""
@@ -328,27 +231,28 @@ class Registry:
             # Its Resources' URIs, and the URIs of direct bindings tagged with it, are checked
             # against its schemes.
             affected |= Affected(
-                resources=frozenset(self._by_type.get(name)),
-                agents=frozenset(self._tag_users.get(name)),
+                resources=frozenset(self._resources.of_type(name)),
+                agents=frozenset(self._agents.tagging(name)),
             )
         appeared_or_vanished = (old is None) != (new is None)
         if appeared_or_vanished:
             affected |= Affected(
                 agents=frozenset(self._askers_of(name)),
-                tools=frozenset(self._static_askers_of(name)),
+                tools=frozenset(self._tools.static_asking(name)),
             )
         for t in watched:
             changed = before[t] ^ self._types.closure(t).ancestors
             if not (changed or appeared_or_vanished):
                 continue
+            of_type = self._resources.of_type(t)
             if appeared_or_vanished:
                 agents = set(self._reads.examining(t))
-                tools = self._static_checkers_of(t, None)
+                tools = self._tools.static_checkers(of_type, None)
             else:
                 agents = self._reads.checking(t, changed)
-                tools = self._static_checkers_of(t, changed)
+                tools = self._tools.static_checkers(of_type, changed)
             for tool in tools:  # their users share the Tool's validation of its static slots
-                agents |= self._tool_users.get(tool)
+                agents |= self._agents.using_tool(tool)
             affected |= Affected(agents=frozenset(agents), tools=frozenset(tools))
         # What the type stands for changed exactly when some reached type's ancestors did: the
         # types reaching it gain or lose only through it.
@@ -359,51 +263,22 @@ class Registry:
     def _is_read(self, type_name: str) -> bool:
         """Whether an agent's last resolution examined a resource of the type, or a Tool's
         static slot names a Resource of it: only then can a change of its ancestors be seen."""
-        return bool(self._reads.examining(type_name)) or not self._static_users.keys().isdisjoint(
-            self._by_type.get(type_name)
+        return bool(self._reads.examining(type_name)) or self._tools.name_any(
+            self._resources.of_type(type_name)
         )
-
-    def _static_checkers_of(self, type_name: str, asked: Set[str] | None) -> set[str]:
-        """Tools with a static slot naming a Resource of the type and asking for one of the
-        types ``asked`` (for any type when ``None``): their validation checks the type."""
-        tools: set[str] = set()
-        for key in self._static_users.keys() & self._by_type.get(type_name):
-            for tool in self._static_users.get(key):
-                obj = self._tools[tool]
-                namespace = obj.meta.namespace
-                if any(
-                    slot.binding == "static"
-                    and (asked is None or slot.resource_type in asked)
-                    and static_resource_key(namespace, slot.static_resource or "") == key
-                    for slot in obj.spec.resource_slots
-                ):
-                    tools.add(tool)
-        return tools
 
     def _askers_of(self, type_name: str) -> set[str]:
         """Agents with a slot (through a Tool they use) or a tag asking for the type."""
-        agents = set(self._tag_users.get(type_name))
-        for key in self._tools_asking.get(type_name):
-            agents |= self._tool_users.get(key)
+        agents = set(self._agents.tagging(type_name))
+        for key in self._tools.asking(type_name):
+            agents |= self._agents.using_tool(key)
         return agents
-
-    def _static_askers_of(self, type_name: str) -> set[str]:
-        """Tools with a static slot asking for the type: their validation depends on it."""
-        return {
-            key
-            for key in self._tools_asking.get(type_name)
-            if any(
-                s.binding == "static" and s.resource_type == type_name
-                for s in self._tools[key].spec.resource_slots
-            )
-        }
 
     # -- Resources -----------------------------------------------------------------------------
 
     def upsert_resource(self, obj: ResourceObject) -> Affected:
         key = obj.meta.key
-        old = self._resources.get(key)
-        self._resources[key] = obj
+        old = self._resources.put(obj)
         if old is not None and (old.spec, old.meta.labels, old.meta.uid) == (
             obj.spec,
             obj.meta.labels,
@@ -413,8 +288,8 @@ class Registry:
         before = Affected()
         if old is not None:
             before = self._dependents_of(old) | self._same_uri(old)
-            self._unindex_resource(key, old)
-        self._index_resource(key, obj)
+            self._unindex_resource(old)
+        self._index_resource(obj)
         after = self._dependents_of(obj) | self._same_uri(obj)
         return self._invalidate(before | after | Affected(resources=frozenset({key})))
 
@@ -423,35 +298,23 @@ class Registry:
         if old is None:
             return Affected()
         affected = self._dependents_of(old)
-        self._unindex_resource(old.meta.key, old)
-        del self._resources[old.meta.key]
+        self._unindex_resource(old)
+        self._resources.remove(old.meta.key)
         return self._invalidate(affected | self._same_uri(old))
 
     def _same_uri(self, obj: ResourceObject) -> Affected:
         """The other Resources registering ``obj``'s URI in its namespace (as indexed now): each
         reports the URI registered twice, so they change when ``obj`` comes or goes."""
-        peers = self._by_uri.get((obj.meta.namespace, obj.spec.uri))
+        peers = self._resources.with_uri(obj.meta.namespace, obj.spec.uri)
         return Affected(resources=frozenset(peers - {obj.meta.key}))
 
-    def _index_resource(self, key: str, obj: ResourceObject) -> None:
-        meta = obj.meta
-        if meta.uid:
-            self._by_uid[meta.uid] = key
-        self._by_uri.add((meta.namespace, obj.spec.uri), key)
-        self._by_type.add(obj.spec.type, key)
-        self._labels.add(meta.namespace, key, meta.labels)
-        for agent in self._selectors.selecting(meta.namespace, meta.labels):
-            self._link(agent, key)
+    def _index_resource(self, obj: ResourceObject) -> None:
+        self._resources.file(obj)
+        self._selections.add_resource(obj.meta.namespace, obj.meta.key, obj.meta.labels)
 
-    def _unindex_resource(self, key: str, obj: ResourceObject) -> None:
-        meta = obj.meta
-        if self._by_uid.get(meta.uid) == key:
-            del self._by_uid[meta.uid]
-        self._by_uri.discard((meta.namespace, obj.spec.uri), key)
-        self._by_type.discard(obj.spec.type, key)
-        self._labels.discard(key)
-        for agent in list(self._linked_by.get(key)):
-            self._unlink(agent, key)
+    def _unindex_resource(self, obj: ResourceObject) -> None:
+        self._resources.unfile(obj)
+        self._selections.discard_resource(obj.meta.key)
 
     def _dependents_of(self, obj: ResourceObject) -> Affected:
         """Agents and Tools whose results read the Resource (as indexed now).
@@ -460,102 +323,44 @@ class Registry:
         it, when a parameter value names it (by name, namespace/name, uid or URI), or when a Tool
         it uses names it in a static slot; that Tool reads it too.
         """
-        meta, uri = obj.meta, obj.spec.uri
-        agents = set(self._uri_users.get((meta.namespace, uri)))
-        agents |= self._linked_by.get(meta.key)
-        agents |= self._param_users.get(meta.key)
-        agents |= self._param_users.get(meta.uid) if meta.uid else _NONE
-        agents |= self._local_param_users.get((meta.namespace, meta.name))
-        agents |= self._local_param_users.get((meta.namespace, uri))
-        static = self._static_users.get(meta.key)
-        agents.update(*(self._tool_users.get(tool) for tool in static))
+        agents = self._agents.naming(obj)
+        agents |= self._selections.selecting(obj.meta.key)
+        static = self._tools.naming(obj.meta.key)
+        agents.update(*(self._agents.using_tool(tool) for tool in static))
         return Affected(agents=frozenset(agents), tools=frozenset(static))
 
     # -- Tools ---------------------------------------------------------------------------------
 
     def upsert_tool(self, obj: ToolObject) -> Affected:
         key = obj.meta.key
-        old = self._tools.get(key)
-        self._tools[key] = obj
-        if old is not None and old.spec == obj.spec:
+        if not self._tools.put(obj):
             return Affected()
-        if old is not None:
-            self._file_tool(key, old, MultiIndex.discard)
-        self._file_tool(key, obj, MultiIndex.add)
-        users = frozenset(self._tool_users.get(key))
+        users = frozenset(self._agents.using_tool(key))
         return self._invalidate(Affected(agents=users, tools=frozenset({key})))
 
     def delete_tool(self, namespace: str, name: str) -> Affected:
-        old = self._tools.pop(f"{namespace}/{name}", None)
-        if old is None:
+        key = f"{namespace}/{name}"
+        if self._tools.remove(key) is None:
             return Affected()
-        self._file_tool(old.meta.key, old, MultiIndex.discard)
-        self._validations.pop(old.meta.key, None)
-        return self._invalidate(Affected(agents=frozenset(self._tool_users.get(old.meta.key))))
-
-    def _file_tool(self, key: str, obj: ToolObject, op: _Filer) -> None:
-        """Add the Tool to (or remove it from) the indexes, with ``MultiIndex.add``/``discard``."""
-        namespace = obj.meta.namespace
-        for slot in obj.spec.resource_slots:
-            op(self._tools_asking, slot.resource_type, key)
-            if slot.binding == "static" and slot.static_resource:
-                op(self._static_users, static_resource_key(namespace, slot.static_resource), key)
+        self._validations.pop(key, None)
+        return self._invalidate(Affected(agents=frozenset(self._agents.using_tool(key))))
 
     # -- agents --------------------------------------------------------------------------------
 
     def upsert_agent(self, obj: AgentObject) -> Affected:
         key = obj.meta.key
-        old = self._agents.get(key)
-        self._agents[key] = obj
-        if old is not None and old.spec == obj.spec:
+        if not self._agents.put(obj):
             return Affected()
-        if old is not None:
-            self._unindex_agent(key, old)
-        self._index_agent(key, obj)
+        self._selections.discard_agent(key)
+        self._selections.add_agent(obj.meta.namespace, key, obj.spec.resource_selector)
         return self._invalidate(Affected(agents=frozenset({key})))
 
     def delete_agent(self, namespace: str, name: str) -> Affected:
-        old = self._agents.get(f"{namespace}/{name}")
-        if old is not None:
-            self._unindex_agent(old.meta.key, old)
-            del self._agents[old.meta.key]
-            self._reads.drop(old.meta.key)
+        key = f"{namespace}/{name}"
+        if self._agents.remove(key) is not None:
+            self._selections.discard_agent(key)
+            self._reads.drop(key)
         return Affected()
-
-    def _index_agent(self, key: str, obj: AgentObject) -> None:
-        self._file_agent(key, obj, MultiIndex.add)
-        namespace, selector = obj.meta.namespace, obj.spec.resource_selector
-        if selector is not None:
-            anchor = self._labels.best_anchor(namespace, selector)
-            self._selectors.add(namespace, key, selector, anchor)
-            for resource in self._labels.select(namespace, selector, anchor):
-                self._link(key, resource)
-
-    def _unindex_agent(self, key: str, obj: AgentObject) -> None:
-        self._file_agent(key, obj, MultiIndex.discard)
-        self._selectors.discard(key)
-        for resource in list(self._links.get(key)):
-            self._unlink(key, resource)
-
-    def _file_agent(self, key: str, obj: AgentObject, op: _Filer) -> None:
-        """Add the agent to (or remove it from) the indexes of what its resolution reads."""
-        namespace = obj.meta.namespace
-        for use in obj.spec.tools:
-            op(self._tool_users, f"{namespace}/{use.name}", key)
-            for value in use.params.values():
-                op(self._param_users, value, key)
-                op(self._local_param_users, (namespace, value), key)
-        for binding in obj.spec.resources:
-            op(self._uri_users, (namespace, binding.uri), key)
-            op(self._tag_users, binding.tag, key)
-
-    def _link(self, agent: str, resource: str) -> None:
-        self._links.add(agent, resource)
-        self._linked_by.add(resource, agent)
-
-    def _unlink(self, agent: str, resource: str) -> None:
-        self._links.discard(agent, resource)
-        self._linked_by.discard(resource, agent)
 
     # -- caches --------------------------------------------------------------------------------
 

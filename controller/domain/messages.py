@@ -1,0 +1,32 @@
+"""The one shape of every resolution message, and the fix a type mismatch suggests.
+
+Messages follow one shape so that a user reading ``status`` can act on any of them:
+``<who>: <what is wrong>. Candidates: <each one considered and why it lost>. Fix: <what to do>.``
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from controller.domain.results import Candidate
+from controller.domain.types import TypeGraph
+
+
+def message(
+    subject: str, problem: str, fix: str, candidates: Sequence[Candidate] | None = None
+) -> str:
+    """``<subject>: <problem>. [Candidates: ... .] Fix: <fix>.`` (candidates only for slots)."""
+    if candidates is None:
+        return f"{subject}: {problem}. Fix: {fix}."
+    considered = "; ".join(f"{c.uri!r}: {c.reason}" for c in candidates) or "none"
+    return f"{subject}: {problem}. Candidates: {considered}. Fix: {fix}."
+
+
+def type_fix(types: TypeGraph, type_names: Iterable[str], otherwise: str) -> str:
+    """The fix for a type mismatch: create the types that are missing, or ``otherwise``."""
+    missing = sorted({name for name in type_names if name not in types})
+    if not missing:
+        return otherwise
+    kind = "a ResourceType" if len(missing) == 1 else "ResourceTypes"
+    named = " and ".join(repr(name) for name in missing)
+    return f"create {kind} named {named}, or {otherwise}"

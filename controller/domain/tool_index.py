@@ -1,0 +1,95 @@
+"""The registered Tools, by key and by what their slots read: the types they ask for and the
+Resources their static slots name."""
+
+from __future__ import annotations
+
+from collections.abc import Set
+
+from controller.domain.models import ToolObject
+from controller.domain.multiindex import Filer, MultiIndex
+from controller.domain.slots import static_resource_key
+
+
+class ToolIndex:
+    """Tools by key, with the reverse indexes a change to a type or a Resource is looked up in."""
+
+    __slots__ = ("_asking", "_naming", "_objects")
+
+    def __init__(self) -> None:
+        self._objects: dict[str, ToolObject] = {}
+        self._asking: MultiIndex[str, str] = MultiIndex()
+        """Slot resourceType -> Tools with a slot asking for it."""
+        self._naming: MultiIndex[str, str] = MultiIndex()
+        """Resource key -> Tools whose static slots name it."""
+
+    def get(self, key: str) -> ToolObject | None:
+        return self._objects.get(key)
+
+    def __getitem__(self, key: str) -> ToolObject:
+        return self._objects[key]
+
+    def put(self, obj: ToolObject) -> bool:
+        """Keep ``obj`` under its key, filed by what it reads; whether its spec changed."""
+        key = obj.meta.key
+        old = self._objects.get(key)
+        self._objects[key] = obj
+        if old is not None and old.spec == obj.spec:
+            return False
+        if old is not None:
+            self._file(key, old, MultiIndex.discard)
+        self._file(key, obj, MultiIndex.add)
+        return True
+
+    def remove(self, key: str) -> ToolObject | None:
+        old = self._objects.pop(key, None)
+        if old is not None:
+            self._file(key, old, MultiIndex.discard)
+        return old
+
+    def _file(self, key: str, obj: ToolObject, op: Filer) -> None:
+        """Add the Tool to (or remove it from) the indexes, with ``MultiIndex.add``/``discard``."""
+        namespace = obj.meta.namespace
+        for slot in obj.spec.resource_slots:
+            op(self._asking, slot.resource_type, key)
+            if slot.binding == "static" and slot.static_resource:
+                op(self._naming, static_resource_key(namespace, slot.static_resource), key)
+
+    def asking(self, type_name: str) -> Set[str]:
+        """Tools with a slot (of any binding) asking for the type."""
+        return self._asking.get(type_name)
+
+    def naming(self, resource: str) -> Set[str]:
+        """Tools whose static slots name the Resource."""
+        return self._naming.get(resource)
+
+    def name_any(self, resources: Set[str]) -> bool:
+        """Whether a Tool's static slot names one of the Resources."""
+        return not self._naming.keys().isdisjoint(resources)
+
+    def static_asking(self, type_name: str) -> set[str]:
+        """Tools with a static slot asking for the type: their validation depends on it."""
+        return {
+            key
+            for key in self._asking.get(type_name)
+            if any(
+                s.binding == "static" and s.resource_type == type_name
+                for s in self._objects[key].spec.resource_slots
+            )
+        }
+
+    def static_checkers(self, resources: Set[str], asked: Set[str] | None) -> set[str]:
+        """Tools with a static slot naming one of the Resources and asking for one of the types
+        ``asked`` (for any type when ``None``): their validation checks the Resource's type."""
+        tools: set[str] = set()
+        for key in self._naming.keys() & resources:
+            for tool in self._naming.get(key):
+                obj = self._objects[tool]
+                namespace = obj.meta.namespace
+                if any(
+                    slot.binding == "static"
+                    and (asked is None or slot.resource_type in asked)
+                    and static_resource_key(namespace, slot.static_resource or "") == key
+                    for slot in obj.spec.resource_slots
+                ):
+                    tools.add(tool)
+        return tools
