@@ -1,0 +1,62 @@
+"""An agent's bindings as its status lists them: one row per direct binding and per tool slot,
+and how many are in each state."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.domain.results import AgentResolution
+from controller.domain.status.fields import resource_field
+
+MAX_CANDIDATES = 20
+"""Candidates listed per slot in status; the rest are counted (a status must stay writable
+however many Resources an agent selects)."""
+
+
+def binding_rows(resolution: AgentResolution) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for d in resolution.direct:
+        row: dict[str, Any] = {
+            "name": d.name,
+            "tag": d.tag,
+            "uri": d.uri,
+            "mode": "direct",
+            "state": d.state.value,
+        }
+        if d.resource is not None:
+            row["resource"] = resource_field(d.resource)
+        if d.message:
+            row["message"] = d.message
+        rows.append(row)
+    for s in resolution.slots:
+        row = {
+            "name": f"{s.tool}.{s.slot}",
+            "tool": s.tool,
+            "slot": s.slot,
+            "mode": s.mode.value,
+            "access": s.access.value,
+            "resourceType": s.resource_type,
+            "required": s.required,
+            "state": s.state.value,
+        }
+        if s.resource is not None:
+            row["resource"] = resource_field(s.resource)
+        if s.message:
+            row["message"] = s.message
+        if s.candidates:
+            row["candidates"] = [
+                c.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+                for c in s.candidates[:MAX_CANDIDATES]
+            ]
+            if len(s.candidates) > MAX_CANDIDATES:
+                row["candidatesOmitted"] = len(s.candidates) - MAX_CANDIDATES
+        rows.append(row)
+    return rows
+
+
+def binding_counts(resolution: AgentResolution) -> dict[str, int]:
+    """How many of an agent's bindings (direct and slots) are in each state."""
+    counts: dict[str, int] = {}
+    for state in [d.state for d in resolution.direct] + [s.state for s in resolution.slots]:
+        counts[state.value] = counts.get(state.value, 0) + 1
+    return counts

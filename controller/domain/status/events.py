@@ -1,0 +1,65 @@
+"""The Events an object's status transition posts: a launch, work acquired, and each change of
+what its Ready condition says."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from controller.domain.launch import LaunchAction
+from controller.domain.status.conditions import is_ready, is_stalled, ready_condition, ready_message
+from controller.domain.work import WorkState
+
+
+@dataclass(frozen=True)
+class Note:
+    """One Event to post about an object."""
+
+    reason: str
+    message: str
+    warning: bool = False
+
+
+def _news(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Whether the Ready condition says something new: another status or reason, or, while not
+    Ready, another message (``kubectl describe`` then shows why it is not Ready *now*)."""
+    before, after = ready_condition(old), ready_condition(new)
+    if (before.get("status"), before.get("reason")) != (after.get("status"), after.get("reason")):
+        return True
+    return after.get("status") != "True" and before.get("message") != after.get("message")
+
+
+def agent_events(
+    old: dict[str, Any], new: dict[str, Any], launched: LaunchAction | None
+) -> list[Note]:
+    """The Events an agent's status transition from ``old`` to ``new`` posts: a launch, and
+    every change of what its Ready condition says (none for a first pass that is simply Ready)."""
+    notes: list[Note] = []
+    if launched is not None:
+        notes.append(
+            Note(
+                "Launched" if launched is LaunchAction.LAUNCH else "Relaunched",
+                f"session launched at generation {new.get('desiredLaunchGeneration')}"
+                f" with trajectory {str(new.get('desiredTrajectoryHash'))[:19]}",
+            )
+        )
+    before, after = ready_condition(old), ready_condition(new)
+    working = new.get("state") == WorkState.WORKING.value
+    if working and old.get("state") != WorkState.WORKING.value:
+        uri = (new.get("work") or {}).get("uri", "")
+        return [*notes, Note("AcquiredWork", f"holds work URI {uri!r}")]
+    if not _news(old, new) or (not before and is_ready(new)):
+        return notes
+    if is_ready(new):
+        notes.append(Note(str(after.get("reason", "")), ready_message(new)))
+        return notes
+    notes.append(Note(str(after.get("reason", "")), ready_message(new), warning=is_stalled(new)))
+    return notes
+
+
+def tool_events(old: dict[str, Any], new: dict[str, Any]) -> list[Note]:
+    """The Events a Tool's status transition posts: each new reason it is not Ready for."""
+    if is_ready(new) or not _news(old, new):
+        return []
+    reason = str(ready_condition(new).get("reason", ""))
+    return [Note(reason, ready_message(new), warning=is_stalled(new))]

@@ -1,0 +1,138 @@
+"""The status of a Tool, a ResourceType and a Resource, and of an object of any kind whose spec
+the models reject."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from controller.domain.models import ToolSpec
+from controller.domain.results import ErrorCause, ToolValidation, TypeClosure
+from controller.domain.status.conditions import (
+    MISSING_DEPENDENCY,
+    condition,
+    health_conditions,
+    merge_conditions,
+)
+from controller.domain.status.fields import ERROR_STATE, ref_field, resource_field
+from controller.domain.work import Hold
+
+
+def tool_status(
+    *, generation: int, tool: ToolSpec, validation: ToolValidation, old: dict[str, Any], now: str
+) -> dict[str, Any]:
+    errors = validation.errors
+    declared = {slot.name: slot.static_resource or "" for slot in tool.resource_slots}
+    static = [
+        {
+            "name": s.slot,
+            "resourceType": s.resource_type,
+            "staticResource": declared.get(s.slot, ""),
+            "state": s.state.value,
+            **({"resource": resource_field(s.resource)} if s.resource else {}),
+            **({"message": s.message} if s.message else {}),
+        }
+        for s in validation.static_slots
+    ]
+    conflicts = validation.conflicts
+    if conflicts:
+        ready = condition("Ready", False, "InvalidStaticSlot", "; ".join(errors), generation)
+    elif errors:
+        ready = condition("Ready", False, MISSING_DEPENDENCY, "; ".join(errors), generation)
+    else:
+        ready = condition("Ready", True, "Valid", f"{len(static)} static slot(s) valid", generation)
+    conditions = health_conditions(ready, progressing=True, stalled=bool(conflicts))
+    return {
+        "observedGeneration": generation,
+        "slotCount": len(tool.resource_slots),
+        "staticSlotsValid": not errors,
+        "staticSlots": static,
+        "conditions": merge_conditions(old.get("conditions"), conditions, now),
+    }
+
+
+def resource_type_status(
+    *, generation: int, closure: TypeClosure, old: dict[str, Any], now: str
+) -> dict[str, Any]:
+    if closure.cycle:
+        ready = condition(
+            "Ready",
+            False,
+            "ParentCycle",
+            "parentTypes form a cycle: "
+            + " -> ".join(closure.cycle)
+            + "; remove one of these parentTypes entries",
+            generation,
+        )
+    elif closure.unknown_parents:
+        ready = condition(
+            "Ready",
+            False,
+            "UnknownParentType",
+            "parentTypes names unregistered ResourceType(s): "
+            + ", ".join(closure.unknown_parents)
+            + "; create them or fix spec.parentTypes",
+            generation,
+        )
+    else:
+        ready = condition(
+            "Ready", True, "Valid", f"{len(closure.ancestors)} ancestor type(s)", generation
+        )
+    # A cycle needs a person to edit parentTypes; an unknown parent is created by a later apply.
+    conditions = health_conditions(ready, progressing=True, stalled=bool(closure.cycle))
+    status: dict[str, Any] = {
+        "observedGeneration": generation,
+        "ancestors": list(closure.ancestors),
+        "conditions": merge_conditions(old.get("conditions"), conditions, now),
+    }
+    if closure.cycle:
+        status["cycle"] = list(closure.cycle)
+    if closure.unknown_parents:
+        status["unknownParents"] = list(closure.unknown_parents)
+    return status
+
+
+def resource_status(
+    *,
+    generation: int,
+    errors: Sequence[str],
+    holder: Hold | None,
+    old: dict[str, Any],
+    now: str,
+) -> dict[str, Any]:
+    """A Resource's status. ``errors`` that are :class:`~controller.domain.results.Problem` say
+    what clears them; any other string counts as one a person must fix."""
+    conflicts = [e for e in errors if getattr(e, "cause", None) is not ErrorCause.MISSING]
+    if conflicts:
+        ready = condition("Ready", False, "InvalidResource", "; ".join(errors), generation)
+    elif errors:
+        ready = condition("Ready", False, MISSING_DEPENDENCY, "; ".join(errors), generation)
+    else:
+        ready = condition(
+            "Ready", True, "Valid", "the resource matches its type's contract", generation
+        )
+    conditions = health_conditions(ready, progressing=True, stalled=bool(conflicts))
+    status: dict[str, Any] = {
+        "observedGeneration": generation,
+        "valid": not errors,
+        "conditions": merge_conditions(old.get("conditions"), conditions, now),
+    }
+    if holder is not None:
+        status["holder"] = {**ref_field(holder.holder), "uid": holder.holder_uid}
+    return status
+
+
+def invalid_status(
+    generation: int, error: str, old: dict[str, Any], now: str, *, state: bool = False
+) -> dict[str, Any]:
+    """The status of an object whose spec the models reject: not Ready, Stalled on the spec."""
+    conditions = health_conditions(
+        condition("Ready", False, "InvalidSpec", error, generation), stalled=True
+    )
+    new: dict[str, Any] = {
+        "observedGeneration": generation,
+        "conditions": merge_conditions(old.get("conditions"), conditions, now),
+    }
+    if state:
+        new["state"] = ERROR_STATE
+    return new
