@@ -44,10 +44,8 @@ def percent_encoded(value: str) -> str:
 def _first_outside_ascii(value: str) -> tuple[int, str] | None:
     if value.isascii() and value.isprintable() and " " not in value:
         return None  # the common case, in C: printable ASCII without a space is exactly 0x21-0x7E
-    for i, c in enumerate(value):
-        if c not in PRINTABLE_ASCII:
-            return i, c
-    return None
+    # Some character is outside 0x21-0x7E, since the fast test above failed.
+    return next((i, c) for i, c in enumerate(value) if c not in PRINTABLE_ASCII)
 
 
 def _describe(c: str) -> str:

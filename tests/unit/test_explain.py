@@ -244,3 +244,55 @@ def test_golden(case: str) -> None:
             path.write_text(text)
         assert text == path.read_text(), f"{path.name} differs; see the module docstring"
     json.loads(ex.to_json(doc))
+
+
+def test_the_text_says_what_the_controller_wrote_and_what_needs_attention() -> None:
+    doc: dict[str, Any] = {
+        "agent": f"{NS}/dev",
+        "generation": 3,
+        "state": "Working",
+        "conditions": [{"type": "Ready", "status": "True", "reason": "BindingsDelivered"}],
+        "controller": {
+            "observedGeneration": 2,
+            "state": "Idle",
+            "conditions": [{"type": "Ready", "status": "False", "reason": "WaitingForWork"}],
+        },
+        "bindings": [
+            {
+                "name": "work",
+                "tag": "github-issue",
+                "state": "Bound",
+                "uri": ISSUE,
+                "mode": "direct",
+                "resource": {"namespace": NS, "name": "issue-1"},
+            },
+            {
+                "name": "notes",
+                "tag": "notes",
+                "state": "Error",
+                "uri": "notes://x",
+                "mode": "direct",
+                "message": "its tag 'notes' is not a registered ResourceType",
+            },
+        ],
+        "work": {"uri": ISSUE, "state": "Working", "holder": f"{NS}/gone", "acquireNext": True},
+        "session": {
+            "statefulSet": "dev-session",
+            "launchedGeneration": 2,
+            "desiredGeneration": 2,
+            "action": "Keep",
+            "drift": False,
+            "notice": "LaunchUnknown",
+        },
+    }
+    text = ex.render_text(doc)
+    assert (
+        "  controller: state Idle, Ready=False WaitingForWork at generation 2 "
+        "(behind: generation 3)"
+    ) in text
+    assert f"      = Resource {NS}/issue-1\n" in text
+    assert "      its tag 'notes' is not a registered ResourceType\n" in text
+    assert "  the holder is gone: the hold is reclaimed on the next pass\n" in text
+    assert "  free: the controller acquires it for this agent on its next pass\n" in text
+    assert "  launch record: LaunchUnknown (the workload's launch annotations" in text
+    assert "Ignored" not in text

@@ -14,6 +14,7 @@ from controller.domain.launch import (
     LaunchAction,
     Launched,
     LaunchNotice,
+    launch_record,
     plan_launch,
     plan_session,
     trajectory_hash,
@@ -294,3 +295,26 @@ def test_annotations_are_adopted_when_there_is_no_record() -> None:
     assert plan_session(runtime(), 1, record=None, annotated=None, exists=False).action is (
         LaunchAction.LAUNCH
     )
+
+
+def test_when_record_and_annotations_agree_the_workloads_own_details_stand() -> None:
+    old = trajectory_hash(runtime(model="model-old"))
+    plan = plan_session(
+        runtime(),
+        3,
+        record=Launched(3, old, ""),
+        annotated=Launched(3, old, "2024-01-01T00:00:00Z"),
+        exists=True,
+    )
+    assert (plan.action, plan.notice) == (LaunchAction.KEEP, LaunchNotice.NONE)
+    assert plan.launched_at == "2024-01-01T00:00:00Z"  # the record kept no time; the workload did
+    assert plan.drift is True
+
+
+def test_the_launch_record_is_read_only_from_an_integer_generation() -> None:
+    assert launch_record({}) is None
+    assert launch_record({"launchedGeneration": "3"}) is None
+    assert launch_record({"launchedGeneration": True}) is None  # a bool is not a generation
+    assert launch_record(
+        {"launchedGeneration": 3, "launchedTrajectoryHash": "sha256:x", "lastLaunchTime": "t"}
+    ) == Launched(3, "sha256:x", "t")

@@ -475,3 +475,8 @@ def test_the_benchmark_runs_at_a_tiny_scale_and_prints_its_figures() -> None:
     ):
         assert figure in run.stdout
     assert run.stdout.count("ratio ") == 6
+
+
+def test_an_object_of_no_registered_kind_is_refused() -> None:
+    with pytest.raises(TypeError, match=r"^not a registered kind: str$"):
+        Registry().upsert("team/alice")  # type: ignore[arg-type]

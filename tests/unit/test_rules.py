@@ -257,3 +257,28 @@ def test_the_fast_path_agrees_with_the_character_set() -> None:
     for code in range(0x100):
         accepted = rules.ascii_problem("uri", f"x:{chr(code)}") is None
         assert accepted == (0x21 <= code <= 0x7E), hex(code)
+
+
+def test_an_empty_uri_or_parameter_says_what_is_expected() -> None:
+    assert rules.uri_problem("") == (
+        "expected a uri such as github-issue://example/project/123, found ''"
+    )
+    assert rules.param_problem("") == (
+        "expected a Resource name, namespace/name, uid or URI, found ''"
+    )
+
+
+def test_a_parameter_is_bounded_like_a_uri_and_held_to_ascii() -> None:
+    long = "x" * (rules.URI_MAX_BYTES + 1)
+    assert rules.param_problem(long) == (
+        f"param is {len(long)} bytes long: expected at most {rules.URI_MAX_BYTES}"
+    )
+    assert rules.param_problem("x" * rules.URI_MAX_BYTES) is None
+    assert "contains a space at character 2" in (rules.param_problem("a b") or "")
+
+
+def test_a_mount_path_may_not_climb_out() -> None:
+    assert rules.mount_path_problem("/data/../etc") == (
+        """mountPath "/data/../etc" is not valid: expected no '..' element"""
+    )
+    assert rules.mount_path_problem("/data/..x") is None

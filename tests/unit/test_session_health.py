@@ -95,3 +95,17 @@ def test_unschedulable_and_not_ready_and_terminating_are_starting() -> None:
     assert (creating.phase, creating.reason) == (SessionPhase.STARTING, "ContainerCreating")
     old = session_health(pod(deleting=True))
     assert (old.phase, old.reason) == (SessionPhase.STARTING, "Terminating")
+
+
+@pytest.mark.parametrize("phase", ["Failed", "Succeeded"])
+def test_a_pod_that_has_ended_is_failing_with_its_phase(phase: str) -> None:
+    health = session_health(pod(phase, ready=False))
+    assert health.phase is SessionPhase.FAILING
+    assert health.reason == phase
+    assert health.message == f"the session pod has ended ({phase})"
+    evicted = pod("Failed", ready=False)
+    evicted["status"] |= {"reason": "Evicted", "message": "the node was low on memory"}
+    assert (session_health(evicted).reason, session_health(evicted).message) == (
+        "Evicted",
+        "the node was low on memory",
+    )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import re
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -17,6 +18,7 @@ from controller.domain.acknowledgement import seconds_since
 from controller.domain.launch import (
     LaunchAction,
     Launched,
+    LaunchNotice,
     LaunchPlan,
     plan_launch,
     trajectory_hash,
@@ -37,11 +39,14 @@ from controller.domain.results import (
 from controller.domain.session_health import SessionHealth, SessionPhase
 from controller.domain.status import (
     ERROR_STATE,
+    MAX_CANDIDATES,
     MAX_MESSAGE,
     SessionView,
     agent_status,
+    binding_rows,
     condition,
     health_conditions,
+    invalid_status,
     merge_conditions,
     now_micro_rfc3339,
     now_rfc3339,
@@ -900,3 +905,56 @@ def test_launch_reads_the_old_generation_until_the_new_pod_runs() -> None:
     assert new_pod["launch"] == "2/2"
     assert cond(new_pod["conditions"], "Ready")["status"] == "True"
     assert new_pod["launchedGeneration"] == 2
+
+
+# ------------------------------------------------------------------------------- edges
+
+
+def test_a_slot_lists_at_most_max_candidates_and_counts_the_rest() -> None:
+    many = [
+        Candidate(uri=f"file:///r{i:02}", type="fs-directory", reason="!= slot name 'repo'")
+        for i in range(MAX_CANDIDATES + 5)
+    ]
+    slot = SlotResult(
+        tool="git",
+        slot="repo",
+        mode=BindingMode.CONTEXTUAL,
+        access=Access.READ_ONLY,
+        resource_type="fs-directory",
+        state=BindingState.ERROR,
+        message="ambiguous",
+        candidates=many,
+    )
+    (row,) = binding_rows(AgentResolution(agent=AGENT, slots=[slot]))
+    assert [c["uri"] for c in row["candidates"]] == [c.uri for c in many[:MAX_CANDIDATES]]
+    assert row["candidatesOmitted"] == 5
+
+
+def test_an_invalid_spec_is_stalled_and_only_an_agent_shows_the_error_state() -> None:
+    agent_like = invalid_status(4, "spec.tools: bad", {}, T0, state=True)
+    assert agent_like["state"] == ERROR_STATE
+    assert cond(agent_like["conditions"], "Stalled")["reason"] == "InvalidSpec"
+    assert "state" not in invalid_status(4, "spec.tools: bad", {}, T0)
+
+
+def test_a_session_counts_as_running_unless_its_pod_is_seen_not_to() -> None:
+    plan = plan_launch(RT, 1, Launched(1, trajectory_hash(RT)))
+    assert SessionView(plan, 1, plan.launched_hash, T0).running
+    failing = SessionHealth(SessionPhase.FAILING, "CrashLoopBackOff")
+    assert not SessionView(plan, 1, plan.launched_hash, T0, failing).running
+
+
+@pytest.mark.parametrize(
+    ("notice", "reason"),
+    [(LaunchNotice.UNKNOWN, "LaunchUnknown"), (LaunchNotice.EDITED, "LaunchRecordEdited")],
+)
+def test_a_launch_record_bindery_cannot_trust_asks_for_a_relaunch(
+    notice: LaunchNotice, reason: str
+) -> None:
+    plan = replace(plan_launch(RT, 2, Launched(2, trajectory_hash(RT))), notice=notice)
+    s = status_for(IDLE, session=SessionView(plan, 2, plan.launched_hash, T0))
+    relaunch = cond(s["conditions"], "RelaunchRequired")
+    assert (relaunch["status"], relaunch["reason"]) == ("True", reason)
+    assert relaunch["message"].endswith(
+        "change spec.relaunchGeneration to relaunch the session with spec.runtime"
+    )
