@@ -29,15 +29,13 @@ deleted object is the caller's to clean up, not to reconcile).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from controller.domain.affected import Affected
 from controller.domain.agent_index import AgentIndex
 from controller.domain.models import (
     AgentObject,
     RegisteredObject,
     ResourceObject,
     ResourceTypeObject,
-    ResourceTypeSpec,
     ToolObject,
 )
 from controller.domain.resolve import resolve_agent
@@ -47,50 +45,11 @@ from controller.domain.results import AgentResolution, Problem, ToolValidation, 
 from controller.domain.selections import Selections
 from controller.domain.slots import validate_tool_slots
 from controller.domain.tool_index import ToolIndex
+from controller.domain.type_changes import TypeChanges
 from controller.domain.type_reads import TypeReadIndex
 from controller.domain.types import TypeGraph
 
-_NONE: frozenset[str] = frozenset()
-
-
-@dataclass(frozen=True, slots=True)
-class Affected:
-    """What must be reconciled again after a change (keys are ``namespace/name``; types by name).
-
-    It is falsy when nothing is affected, which is what an upsert of an unchanged object returns.
-    """
-
-    agents: frozenset[str] = _NONE
-    """Agents whose resolution may have changed."""
-    tools: frozenset[str] = _NONE
-    """Tools whose static-slot validation may have changed."""
-    resources: frozenset[str] = _NONE
-    """Resources whose own validity (type, URI scheme) may have changed."""
-    types: frozenset[str] = _NONE
-    """ResourceTypes whose closure, cycle or unknown parents may have changed."""
-
-    def __or__(self, other: Affected) -> Affected:
-        if not other:  # the common case: most changes affect nothing more
-            return self
-        if not self:
-            return other
-        return Affected(
-            agents=self.agents | other.agents,
-            tools=self.tools | other.tools,
-            resources=self.resources | other.resources,
-            types=self.types | other.types,
-        )
-
-    def __bool__(self) -> bool:
-        return bool(self.agents or self.tools or self.resources or self.types)
-
-
-def _parents(spec: ResourceTypeSpec | None) -> frozenset[str] | None:
-    return None if spec is None else frozenset(spec.parent_types)
-
-
-def _schemes(spec: ResourceTypeSpec | None) -> frozenset[str] | None:
-    return None if spec is None else frozenset(spec.uri_schemes)
+__all__ = ["Affected", "Registry"]
 
 
 class Registry:
@@ -103,6 +62,9 @@ class Registry:
         self._agents = AgentIndex()
         self._selections = Selections()
         self._reads = TypeReadIndex()
+        self._type_changes = TypeChanges(
+            self._types, self._resources, self._tools, self._agents, self._reads
+        )
         self._validations: dict[str, ToolValidation] = {}
         """Tool key -> its validation, until a change affects it."""
 
@@ -189,90 +151,15 @@ class Registry:
         if old is not None and old.spec == obj.spec:
             self._types.upsert(obj)
             return Affected()
-        return self._invalidate(self._retype(obj.meta.name, old, obj))
+        return self._invalidate(self._type_changes.apply(obj.meta.name, old, obj))
 
     def delete_type(self, name: str) -> Affected:
         old = self._types.get(name)
-        return Affected() if old is None else self._invalidate(self._retype(name, old, None))
-
-    def _retype(
-        self, name: str, old: ResourceTypeObject | None, new: ResourceTypeObject | None
-    ) -> Affected:
-        """Apply a change to ResourceType ``name`` (``None``: absent) and say who may see it.
-
-        * Its URI schemes changed: its Resources' validity changed.
-        * Its parents changed: the ancestors of it and of every type reaching it may have
-          changed. A check "is T compatible with S" changes only for ``S`` among the ancestors
-          gained or lost, so an agent is affected when it checked a resource of type ``T``
-          against such an ``S`` (no message prints ``T``'s ancestors); a Tool, when a static
-          slot asking for such an ``S`` names a resource of type ``T``, and then so are the
-          agents using the Tool, whose results include its static slots.
-        * It appeared or vanished: besides, every slot and tag asking for it changed validity,
-          and every agent examining a resource of a type it reaches may see a change.
-        """
-        old_spec = None if old is None else old.spec
-        new_spec = None if new is None else new.spec
-        reached = set()
-        if _parents(old_spec) != _parents(new_spec):
-            reached = {name} | self._types.descendants(name)
-        # Closures are compared only for the types something read: listing the types reached
-        # costs what the change affects, but closing each of them again would cost that times
-        # their depth (a long chain registered child-first: the depth cubed).
-        watched = [t for t in reached if self._is_read(t)]
-        before = {t: self._types.closure(t).ancestors for t in watched}
-        reach_before = self._types.stands_for(name)
-        if new is None:
-            self._types.delete(name)
-        else:
-            self._types.upsert(new)
-        registered = (reached | {name}) if new is not None else (reached - {name})
-        affected = Affected(types=frozenset(registered))
-        if _schemes(old_spec) != _schemes(new_spec):
-            # Its Resources' URIs, and the URIs of direct bindings tagged with it, are checked
-            # against its schemes.
-            affected |= Affected(
-                resources=frozenset(self._resources.of_type(name)),
-                agents=frozenset(self._agents.tagging(name)),
-            )
-        appeared_or_vanished = (old is None) != (new is None)
-        if appeared_or_vanished:
-            affected |= Affected(
-                agents=frozenset(self._askers_of(name)),
-                tools=frozenset(self._tools.static_asking(name)),
-            )
-        for t in watched:
-            changed = before[t] ^ self._types.closure(t).ancestors
-            if not (changed or appeared_or_vanished):
-                continue
-            of_type = self._resources.of_type(t)
-            if appeared_or_vanished:
-                agents = set(self._reads.examining(t))
-                tools = self._tools.static_checkers(of_type, None)
-            else:
-                agents = self._reads.checking(t, changed)
-                tools = self._tools.static_checkers(of_type, changed)
-            for tool in tools:  # their users share the Tool's validation of its static slots
-                agents |= self._agents.using_tool(tool)
-            affected |= Affected(agents=frozenset(agents), tools=frozenset(tools))
-        # What the type stands for changed exactly when some reached type's ancestors did: the
-        # types reaching it gain or lose only through it.
-        if reached and (appeared_or_vanished or reach_before != self._types.stands_for(name)):
-            affected |= Affected(agents=frozenset(self._reads.unknown))
-        return affected
-
-    def _is_read(self, type_name: str) -> bool:
-        """Whether an agent's last resolution examined a resource of the type, or a Tool's
-        static slot names a Resource of it: only then can a change of its ancestors be seen."""
-        return bool(self._reads.examining(type_name)) or self._tools.name_any(
-            self._resources.of_type(type_name)
+        return (
+            Affected()
+            if old is None
+            else self._invalidate(self._type_changes.apply(name, old, None))
         )
-
-    def _askers_of(self, type_name: str) -> set[str]:
-        """Agents with a slot (through a Tool they use) or a tag asking for the type."""
-        agents = set(self._agents.tagging(type_name))
-        for key in self._tools.asking(type_name):
-            agents |= self._agents.using_tool(key)
-        return agents
 
     # -- Resources -----------------------------------------------------------------------------
 

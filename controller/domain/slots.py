@@ -297,7 +297,7 @@ def contextual_slot(
 class _ToolContext:
     """A Tool checked on its own. What it reads is not kept: a change to a type reaches the
     Tools whose static slots name a resource of that type and ask for a type it gains or loses
-    (see ``Registry._retype``)."""
+    (see :meth:`TypeChanges.apply <controller.domain.type_changes.TypeChanges.apply>`)."""
 
     key: str
     types: TypeGraph
