@@ -7,16 +7,16 @@ from __future__ import annotations
 from collections.abc import Set
 
 from controller.domain.models import AgentObject, ResourceObject
-from controller.domain.multiindex import Filer, MultiIndex
+from controller.domain.multiindex import FiledObjects, Filer, MultiIndex
 
 
-class AgentIndex:
+class AgentIndex(FiledObjects[AgentObject]):
     """Agents by key, with the reverse indexes from what they read back to them."""
 
-    __slots__ = ("_by_local_param", "_by_param", "_by_tag", "_by_tool", "_by_uri", "_objects")
+    __slots__ = ("_by_local_param", "_by_param", "_by_tag", "_by_tool", "_by_uri")
 
     def __init__(self) -> None:
-        self._objects: dict[str, AgentObject] = {}
+        super().__init__()
         self._by_tool: MultiIndex[str, str] = MultiIndex()
         """Tool key -> agents naming it in spec.tools (registered or not)."""
         self._by_uri: MultiIndex[tuple[str, str], str] = MultiIndex()
@@ -29,30 +29,6 @@ class AgentIndex:
         self._by_local_param: MultiIndex[tuple[str, str], str] = MultiIndex()
         """``(agent namespace, parameter value)`` -> agents passing it (for values naming a
         Resource in the agent's namespace: a name or a URI)."""
-
-    def get(self, key: str) -> AgentObject | None:
-        return self._objects.get(key)
-
-    def __getitem__(self, key: str) -> AgentObject:
-        return self._objects[key]
-
-    def put(self, obj: AgentObject) -> bool:
-        """Keep ``obj`` under its key, filed by what it reads; whether its spec changed."""
-        key = obj.meta.key
-        old = self._objects.get(key)
-        self._objects[key] = obj
-        if old is not None and old.spec == obj.spec:
-            return False
-        if old is not None:
-            self._file(key, old, MultiIndex.discard)
-        self._file(key, obj, MultiIndex.add)
-        return True
-
-    def remove(self, key: str) -> AgentObject | None:
-        old = self._objects.pop(key, None)
-        if old is not None:
-            self._file(key, old, MultiIndex.discard)
-        return old
 
     def _file(self, key: str, obj: AgentObject, op: Filer) -> None:
         """Add the agent to (or remove it from) the indexes of what its resolution reads."""

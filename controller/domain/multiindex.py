@@ -1,9 +1,13 @@
-"""A dict of sets, the building block of every reverse index the registry keeps."""
+"""The building blocks of the registry's indexes: a dict of sets (every reverse index), and
+objects by key that file themselves in reverse indexes."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, KeysView, Set
 from typing import Any, Generic, TypeVar
+
+from controller.domain.models import AgentObject, ToolObject
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V", bound=Hashable)
@@ -63,3 +67,45 @@ class MultiIndex(Generic[K, V]):
 
 Filer = Callable[[MultiIndex[Any, str], Any, str], None]
 """``MultiIndex.add`` or ``MultiIndex.discard``: one walk over an object files or unfiles it."""
+
+
+Obj = TypeVar("Obj", bound=AgentObject | ToolObject)
+
+
+class FiledObjects(ABC, Generic[Obj]):
+    """Objects by key, each filed in the reverse indexes of what it reads (refiled when its spec
+    changes, unfiled when it goes)."""
+
+    __slots__ = ("_objects",)
+
+    def __init__(self) -> None:
+        self._objects: dict[str, Obj] = {}
+
+    def get(self, key: str) -> Obj | None:
+        return self._objects.get(key)
+
+    def __getitem__(self, key: str) -> Obj:
+        return self._objects[key]
+
+    def put(self, obj: Obj) -> bool:
+        """Keep ``obj`` under its key, filed by what it reads; whether its spec changed."""
+        key = obj.meta.key
+        old = self._objects.get(key)
+        self._objects[key] = obj
+        if old is not None and old.spec == obj.spec:
+            return False
+        if old is not None:
+            self._file(key, old, MultiIndex.discard)
+        self._file(key, obj, MultiIndex.add)
+        return True
+
+    def remove(self, key: str) -> Obj | None:
+        old = self._objects.pop(key, None)
+        if old is not None:
+            self._file(key, old, MultiIndex.discard)
+        return old
+
+    @abstractmethod
+    def _file(self, key: str, obj: Obj, op: Filer) -> None:
+        """Add the object to (or remove it from) the indexes, with ``MultiIndex.add`` or
+        ``MultiIndex.discard``."""

@@ -6,45 +6,21 @@ from __future__ import annotations
 from collections.abc import Set
 
 from controller.domain.models import ToolObject
-from controller.domain.multiindex import Filer, MultiIndex
+from controller.domain.multiindex import FiledObjects, Filer, MultiIndex
 from controller.domain.slots import static_resource_key
 
 
-class ToolIndex:
+class ToolIndex(FiledObjects[ToolObject]):
     """Tools by key, with the reverse indexes a change to a type or a Resource is looked up in."""
 
-    __slots__ = ("_asking", "_naming", "_objects")
+    __slots__ = ("_asking", "_naming")
 
     def __init__(self) -> None:
-        self._objects: dict[str, ToolObject] = {}
+        super().__init__()
         self._asking: MultiIndex[str, str] = MultiIndex()
         """Slot resourceType -> Tools with a slot asking for it."""
         self._naming: MultiIndex[str, str] = MultiIndex()
         """Resource key -> Tools whose static slots name it."""
-
-    def get(self, key: str) -> ToolObject | None:
-        return self._objects.get(key)
-
-    def __getitem__(self, key: str) -> ToolObject:
-        return self._objects[key]
-
-    def put(self, obj: ToolObject) -> bool:
-        """Keep ``obj`` under its key, filed by what it reads; whether its spec changed."""
-        key = obj.meta.key
-        old = self._objects.get(key)
-        self._objects[key] = obj
-        if old is not None and old.spec == obj.spec:
-            return False
-        if old is not None:
-            self._file(key, old, MultiIndex.discard)
-        self._file(key, obj, MultiIndex.add)
-        return True
-
-    def remove(self, key: str) -> ToolObject | None:
-        old = self._objects.pop(key, None)
-        if old is not None:
-            self._file(key, old, MultiIndex.discard)
-        return old
 
     def _file(self, key: str, obj: ToolObject, op: Filer) -> None:
         """Add the Tool to (or remove it from) the indexes, with ``MultiIndex.add``/``discard``."""

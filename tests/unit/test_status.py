@@ -315,8 +315,8 @@ def test_bindings_rows() -> None:
     assert "message" not in rows["notes.log"]
 
 
-def test_binding_rows_carry_candidates() -> None:
-    slot = SlotResult(
+def _ambiguous(candidates: list[Candidate]) -> SlotResult:
+    return SlotResult(
         tool="git",
         slot="repo",
         mode=BindingMode.CONTEXTUAL,
@@ -324,10 +324,16 @@ def test_binding_rows_carry_candidates() -> None:
         resource_type="git-checkout",
         state=BindingState.ERROR,
         message="ambiguous",
-        candidates=[
+        candidates=candidates,
+    )
+
+
+def test_binding_rows_carry_candidates() -> None:
+    slot = _ambiguous(
+        [
             Candidate(uri="file:///a", type="fs-directory", alias="a", reason="name differs"),
             Candidate(uri="file:///b", type="fs-directory", reason="name differs"),
-        ],
+        ]
     )
     s = status_for(IDLE, res=AgentResolution(agent=AGENT, slots=[slot]))
     (row,) = s["bindings"]
@@ -915,16 +921,7 @@ def test_a_slot_lists_at_most_max_candidates_and_counts_the_rest() -> None:
         Candidate(uri=f"file:///r{i:02}", type="fs-directory", reason="!= slot name 'repo'")
         for i in range(MAX_CANDIDATES + 5)
     ]
-    slot = SlotResult(
-        tool="git",
-        slot="repo",
-        mode=BindingMode.CONTEXTUAL,
-        access=Access.READ_ONLY,
-        resource_type="fs-directory",
-        state=BindingState.ERROR,
-        message="ambiguous",
-        candidates=many,
-    )
+    slot = _ambiguous(many)
     (row,) = binding_rows(AgentResolution(agent=AGENT, slots=[slot]))
     assert [c["uri"] for c in row["candidates"]] == [c.uri for c in many[:MAX_CANDIDATES]]
     assert row["candidatesOmitted"] == 5
