@@ -1,7 +1,7 @@
-"""Stand-ins for the Kubernetes API server, shared by the unit tests and the benchmarks.
+"""Stand-ins for the Kubernetes API server, shared by the unit tests.
 
 ``ScriptedApi``: the controller's API seam (:class:`controller.k8s.api.KubeApi`) in memory,
-versions numbered like etcd, a write refused on cue.
+versions numbered like etcd, a write refused on cue (with a status, or a whole API Status body).
 It pins the *order* of a reconcile pass in milliseconds; that the API server itself behaves this
 way (create-if-absent, preconditions, generation bumps) is proven against the real one in
 tests/integration/.
@@ -43,8 +43,9 @@ class ScriptedApi:
     objects: dict[tuple[str, str, str], Body] = field(default_factory=dict)
     writes: list[Write] = field(default_factory=list)
     events: list[str] = field(default_factory=list)
-    refuse: dict[Write, int] = field(default_factory=dict)
-    """A write to refuse once, with this HTTP status."""
+    refuse: dict[Write, int | Body] = field(default_factory=dict)
+    """A write to refuse once: with this HTTP status (reason ``Scripted``), or with this API
+    Status body (its ``code`` the HTTP status), as the API server would send it."""
     _rv: itertools.count[int] = field(default_factory=lambda: itertools.count(100))
 
     def seed(self, endpoint: Endpoint, body: Body) -> Body:
@@ -56,9 +57,11 @@ class ScriptedApi:
         return copy.deepcopy(body)
 
     def _check(self, verb: str, endpoint: Endpoint, name: str) -> None:
-        status = self.refuse.pop((verb, endpoint.plural, name), None)
-        if status is not None:
-            raise ApiError(status, verb, endpoint.path(NS, name), {"reason": "Scripted"})
+        answer = self.refuse.pop((verb, endpoint.plural, name), None)
+        if isinstance(answer, dict):
+            raise ApiError(int(answer["code"]), verb, endpoint.path(NS, name), answer)
+        if answer is not None:
+            raise ApiError(answer, verb, endpoint.path(NS, name), {"reason": "Scripted"})
 
     def _write(self, verb: str, endpoint: Endpoint, body: Body) -> Body:
         md = body["metadata"]

@@ -156,3 +156,31 @@ async def test_no_answer_at_all_is_unreachable() -> None:
         await k.close()
     assert raised.value.unreachable
     assert "no answer from the API server" in str(raised.value)
+
+
+async def test_a_status_s_causes_reach_the_api_error(server: StandIn) -> None:
+    status = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": 'configmaps "c" is forbidden: unable to create new content in namespace team '
+        "because it is being terminated",
+        "reason": "Forbidden",
+        "details": {
+            "name": "c",
+            "kind": "configmaps",
+            "causes": [{"reason": "NamespaceTerminating", "field": "metadata.namespace"}],
+        },
+        "code": 403,
+    }
+    server.answers = [(403, json.dumps(status).encode())]
+    k, _ = kube(server.url)
+    try:
+        with pytest.raises(ApiError) as raised:
+            await k.create(api.CONFIG_MAPS, {"metadata": {"name": "c", "namespace": "team"}})
+    finally:
+        await k.close()
+    assert (raised.value.status, raised.value.reason) == (403, "Forbidden")
+    assert raised.value.causes == ("NamespaceTerminating",)
+    assert raised.value.namespace_terminating
