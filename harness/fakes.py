@@ -6,6 +6,9 @@ It pins the *order* of a reconcile pass in milliseconds; that the API server its
 way (create-if-absent, preconditions, generation bumps) is proven against the real one in
 tests/integration/.
 
+``ListingApi``: the reads of a sweep (listings, gets) over one kind's objects, each recorded, a
+few refused as if the API server were away.
+
 ``StandIn``: an HTTP server on loopback in place of kube-apiserver, for code that speaks HTTP
 itself (the seam, the start-up checks): it records every request, gives the answers queued for
 it, then what its handler answers. ``serving`` runs it on the running event loop (async clients),
@@ -152,6 +155,41 @@ class ScriptedApi:
         del self.objects[(endpoint.plural, namespace, name)]
         self.writes.append(("delete", endpoint.plural, name))
         return True
+
+
+@dataclass
+class ListingApi:
+    """What the API server holds of one kind in namespace ``NS`` (by name), answering the reads
+    a sweep makes (metadata listings, full listings, gets) and recording each."""
+
+    objects: dict[str, Body] = field(default_factory=dict)
+    requests: list[str] = field(default_factory=list)
+    fail: int = 0
+    """Requests to refuse (as an API server that is away) before answering again."""
+
+    def _answer(self, verb: str) -> None:
+        self.requests.append(verb)
+        if self.fail:
+            self.fail -= 1
+            raise ApiError(0, verb, "/", {"message": "connection refused"})
+
+    async def list_versions(
+        self, endpoint: Endpoint, namespace: str = "", label_selector: str = ""
+    ) -> tuple[str, dict[str, str]]:
+        self._answer("list_versions")
+        return "999", {
+            f"{NS}/{n}": b["metadata"]["resourceVersion"] for n, b in self.objects.items()
+        }
+
+    async def list_all(
+        self, endpoint: Endpoint, namespace: str = "", label_selector: str = ""
+    ) -> list[Body]:
+        self._answer("list_all")
+        return list(self.objects.values())
+
+    async def get(self, endpoint: Endpoint, namespace: str, name: str) -> Body | None:
+        self._answer("get")
+        return self.objects.get(name)
 
 
 @dataclass
