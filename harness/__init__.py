@@ -1,6 +1,7 @@
 """The development harness of Bindery, kept apart from the product like controller-runtime's
 envtest: the local control plane (:mod:`.cluster`, built by ``tools/build.sh`` beside it), the
-controller as a child process (:mod:`.process`) and the synchronous API client and watch
-(:mod:`.kube`), shared by tests, bench and chaos. It may import ``controller``; nothing under
-``controller`` imports it, and the wheel does not ship it.
+controller as a child process (:mod:`.process`), the synchronous API client and watch
+(:mod:`.kube`) and stand-ins for the API server (:mod:`.fakes`), shared by tests, bench and
+chaos. It may import ``controller``; nothing under ``controller`` imports it, and the wheel does
+not ship it.
 """

@@ -18,6 +18,7 @@ from controller.authoring.errors import AuthoringError, Pos
 from controller.authoring.kdlscan import Lines
 from controller.authoring.manifests import dump_json, dump_yaml
 from controller.authoring.tools import import_tools
+from controller.domain.errors import InvalidInputError
 
 STDIN = "-"
 
@@ -47,7 +48,7 @@ def _read(paths: Sequence[str]) -> list[Source]:
     return sources
 
 
-class _InputError(Exception):
+class _InputError(InvalidInputError):
     pass
 
 

@@ -6,6 +6,8 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from controller.domain.errors import InvalidInputError
+
 
 @dataclass(frozen=True, order=True)
 class Pos:
@@ -34,7 +36,7 @@ class Diagnostic:
         return f"{self.file}:{self.line}:{self.column}: error: {self.message}"
 
 
-class AuthoringError(Exception):
+class AuthoringError(InvalidInputError):
     """Bad authoring input: one or more diagnostics, the first of which is ``file:line:column``.
 
     ``str()`` is the compiler-style report, one ``FILE:LINE:COL: error: ...`` line per problem.

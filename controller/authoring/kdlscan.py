@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from controller.authoring.errors import Pos
+from controller.domain.errors import InvalidInputError
 
 NEWLINES = "\n\r\x0b\x0c\x85\u2028\u2029"
 SPACES = "\t \u00a0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u202f\u205f\u3000\ufeff"
@@ -37,7 +38,7 @@ _ESCAPES = {
 }
 
 
-class ScanError(Exception):
+class ScanError(InvalidInputError):
     """A syntax error found by the scanner: an offset and what was expected there."""
 
     def __init__(self, offset: int, message: str) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 import yaml
 
 from controller.authoring.errors import START, AuthoringError, Pos
+from controller.domain.errors import InvalidInputError
 
 Path = tuple[str | int, ...]
 
@@ -67,7 +68,7 @@ def _walk(node: yaml.Node, path: Path, doc: Located) -> None:
             _walk(item, (*path, i), doc)
 
 
-class _UnpairedError(Exception):
+class _UnpairedError(InvalidInputError):
     pass
 
 

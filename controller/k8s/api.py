@@ -21,6 +21,7 @@ from kubernetes import client, config
 from yarl import URL
 
 from controller import __version__
+from controller.domain.errors import ApiServerError
 from controller.domain.models import GROUP, VERSION
 from controller.domain.refs import Kind
 
@@ -37,8 +38,19 @@ LIST_PAGE = 500
 """Objects per LIST page: the start-up LIST's and kopf's own listing's."""
 
 
-class ApiError(Exception):
-    """A non-2xx answer from the API server."""
+NAMESPACE_TERMINATING = "NamespaceTerminating"
+"""The cause the API server gives for a create refused in a namespace being deleted
+(``metav1.NamespaceTerminatingCause``, with status 403 and reason ``Forbidden``)."""
+
+
+class ApiError(ApiServerError):
+    """A non-2xx answer from the API server.
+
+    ``reason`` is the API Status's machine-readable reason (``NotFound``, ``AlreadyExists``,
+    ``Conflict``, ``Forbidden``, ``Invalid``, ...; ``Unreachable`` for no answer at all) and
+    ``causes`` the ``details.causes[].reason`` of each cause it lists. Decide from these and
+    ``status``; ``message`` is for people.
+    """
 
     def __init__(self, status: int, method: str, path: str, body: dict[str, Any]) -> None:
         self.status = status
@@ -46,11 +58,22 @@ class ApiError(Exception):
         self.path = path
         self.reason = str(body.get("reason", ""))
         self.message = str(body.get("message", "")) or json.dumps(body)[:500]
+        details = body.get("details")
+        causes = details.get("causes") if isinstance(details, dict) else None
+        self.causes: tuple[str, ...] = tuple(
+            str(c.get("reason", "")) for c in causes or () if isinstance(c, dict)
+        )
         super().__init__(f"{method} {path}: HTTP {status} {self.reason}: {self.message}")
 
     @property
     def not_found(self) -> bool:
         return self.status == 404
+
+    @property
+    def namespace_terminating(self) -> bool:
+        """Refused because the object's namespace is being deleted: a cause with reason
+        ``NamespaceTerminating`` (nothing new can be created there)."""
+        return NAMESPACE_TERMINATING in self.causes
 
     @property
     def conflict(self) -> bool:

@@ -153,7 +153,7 @@ class AgentReconciler:
             await write_status(self.writer, request, self._latest(request, body), new)
             raise
         except ApiError as exc:
-            if exc.status == 403 and "being terminated" in exc.message:
+            if exc.namespace_terminating:
                 # Its namespace is going away; kopf may have stopped watching it, so look at
                 # what is being deleted there now rather than at the next periodic sweep.
                 self.namespace_terminating(request.ref.namespace)

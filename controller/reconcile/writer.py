@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from controller.domain.errors import ApiServerError
 from controller.domain.models import AgentObject
 from controller.domain.refs import Request
 from controller.k8s import builders
@@ -22,7 +23,7 @@ Sink = Callable[[Endpoint, Body, bool, Request], None]
 """``sink(endpoint, body, deleted, by)``: where written versions go (the controller's intake)."""
 
 
-class ForeignObjectError(Exception):
+class ForeignObjectError(ApiServerError):
     """An object Bindery would own for an agent exists, but is not Bindery's for that agent:
     it is never written. ``transient`` when it belongs to an earlier agent of the same name
     (the garbage collector removes it soon)."""
@@ -47,7 +48,7 @@ class ForeignObjectError(Exception):
         )
 
 
-class StaleWriteError(Exception):
+class StaleWriteError(ApiServerError):
     """A guarded write was decided from a version that has changed: run the pass again."""
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import structlog
 
+from controller.domain.errors import RunError
 from controller.k8s.api import LEASES, ApiError, KubeApi
 
 log = structlog.get_logger("bindery.leader")
@@ -167,7 +168,7 @@ class LeaderElector:
             return False
 
 
-class LeadershipLostError(RuntimeError):
+class LeadershipLostError(RunError, RuntimeError):
     """This replica could no longer prove it leads."""
 
 

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 import structlog
 from kubernetes import client, config
 
+from controller.domain.errors import RunError
 from controller.domain.models import GROUP, VERSION
 from controller.k8s.api import ApiError, KubeApi
 from controller.runtime.exits import Exit
@@ -32,7 +33,7 @@ SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/
 
 
 @dataclass
-class PreflightError(Exception):
+class PreflightError(RunError):
     """A start-up check failed: ``message`` is the one line to print, ``code`` the exit code."""
 
     message: str

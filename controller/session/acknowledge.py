@@ -34,13 +34,14 @@ from controller.domain.acknowledgement import (
     REFUSED,
     STARTED,
 )
+from controller.domain.errors import RunError
 from controller.session.document import Bindings
 
 DEFAULT_ACK_FILE = f"{ACK_MOUNT}/{ACK_FILE}"
 """Where the session pod mounts the acknowledgement directory (also in ``$BINDERY_ACK_FILE``)."""
 
 
-class AcknowledgeError(Exception):
+class AcknowledgeError(RunError):
     """The acknowledgement cannot be written, or there is nothing to acknowledge."""
 
 

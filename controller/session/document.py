@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 from pydantic.alias_generators import to_camel
 
 from controller.domain.delivery import BINDINGS_FILE
+from controller.domain.errors import InvalidInputError
 from controller.domain.models import API_VERSION, WORK_ROLE, Access, BindingMode
 from controller.domain.results import BindingState, BoundResource
 from controller.k8s.builders import BINDINGS_ENV, BINDINGS_MOUNT
@@ -29,7 +30,7 @@ DEFAULT_BINDINGS_FILE = f"{BINDINGS_MOUNT}/{BINDINGS_FILE}"
 """Where the session reads the bindings file (also in ``$BINDERY_BINDINGS_FILE``)."""
 
 
-class BindingsError(Exception):
+class BindingsError(InvalidInputError):
     """The bindings document cannot be read or is not a bindings document."""
 
 

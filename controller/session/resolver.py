@@ -22,6 +22,7 @@ from typing import Any, Protocol, cast
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from controller.domain.errors import InvalidInputError
 from controller.domain.models import (
     GROUP,
     VERSION,
@@ -53,7 +54,7 @@ RBAC_HINT = (
 )
 
 
-class ResolveError(Exception):
+class ResolveError(InvalidInputError):
     """The value cannot fill the slot; the message says why and what to do."""
 
 

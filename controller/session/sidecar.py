@@ -40,6 +40,7 @@ import structlog
 
 from controller.domain import acknowledgement as ack
 from controller.domain.delivery import BINDINGS_FILE
+from controller.domain.errors import ApiServerError
 
 log = structlog.get_logger("bindery.sidecar")
 
@@ -58,7 +59,7 @@ def write_atomically(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-class ApiRequestError(Exception):
+class ApiRequestError(ApiServerError):
     """The API server did not answer, or refused a request; the loop retries."""
 
 

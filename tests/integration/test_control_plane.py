@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -14,6 +15,8 @@ from typing import Any
 import pytest
 from kubernetes import client, watch
 
+from controller.k8s import api
+from controller.k8s.api import ApiError, KubeApi
 from tests.support import Cluster, wait_for
 
 pytestmark = pytest.mark.integration
@@ -149,6 +152,37 @@ def test_garbage_collector_deletes_owned_objects(cluster: Cluster, namespace: st
         return "owned" not in names
 
     wait_for(owned_gone, timeout=60, what="kube-controller-manager to collect the owned ConfigMap")
+
+
+async def test_a_create_in_a_terminating_namespace_is_refused_with_its_cause(
+    cluster: Cluster, namespace: str
+) -> None:
+    """The API Status the agent pass classifies by (``ApiError.namespace_terminating``): a create
+    in a namespace being deleted is a 403 ``Forbidden`` whose cause is ``NamespaceTerminating``."""
+    core = client.CoreV1Api(cluster.api_client())
+    held = client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(name="held", finalizers=["bindery.dev/test-hold"])
+    )
+    core.create_namespaced_config_map(namespace, held)
+    core.delete_namespace(namespace)  # Terminating for as long as "held" keeps its finalizer
+    kube = KubeApi(cluster.api_client(), connections=1)
+    refused: ApiError | None = None
+    try:
+        for attempt in range(50):
+            try:
+                body = {"metadata": {"name": f"new-{attempt}", "namespace": namespace}}
+                await kube.create(api.CONFIG_MAPS, body)
+            except ApiError as exc:
+                refused = exc
+                break
+            await asyncio.sleep(0.1)
+    finally:
+        await kube.close()
+        core.patch_namespaced_config_map("held", namespace, {"metadata": {"finalizers": None}})
+    assert refused is not None, "creates in the terminating namespace were all accepted"
+    assert (refused.status, refused.reason) == (403, "Forbidden")
+    assert refused.causes == ("NamespaceTerminating",)
+    assert refused.namespace_terminating
 
 
 def test_cli_cluster_up_env_down_leaves_no_process(tmp_path: Path) -> None:

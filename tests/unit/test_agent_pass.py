@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,130 +20,16 @@ from prometheus_client import REGISTRY
 from controller.domain.refs import Request
 from controller.domain.work import hold_name
 from controller.k8s import api
-from controller.k8s.api import ApiError, Endpoint
+from controller.k8s.api import ApiError
 from controller.reconcile import Controller
 from controller.reconcile.resync import missed, vanished
 from controller.reconcile.writer import ForeignObjectError
+from harness.fakes import ScriptedApi
 
 NS = "team"
 Body = dict[str, Any]
 Write = tuple[str, str, str]
 """(verb, plural, name)."""
-
-
-@dataclass
-class ScriptedApi:
-    """Objects in memory, versions numbered like etcd, and writes refused on cue."""
-
-    objects: dict[tuple[str, str, str], Body] = field(default_factory=dict)
-    writes: list[Write] = field(default_factory=list)
-    events: list[str] = field(default_factory=list)
-    refuse: dict[Write, int] = field(default_factory=dict)
-    """A write to refuse once, with this HTTP status."""
-    _rv: itertools.count[int] = field(default_factory=lambda: itertools.count(100))
-
-    def seed(self, endpoint: Endpoint, body: Body) -> Body:
-        body = copy.deepcopy(body)
-        md = body["metadata"]
-        md.setdefault("uid", f"{md['name']}-uid")
-        md["resourceVersion"] = str(next(self._rv))
-        self.objects[(endpoint.plural, md.get("namespace", ""), md["name"])] = body
-        return copy.deepcopy(body)
-
-    def _check(self, verb: str, endpoint: Endpoint, name: str) -> None:
-        status = self.refuse.pop((verb, endpoint.plural, name), None)
-        if status is not None:
-            raise ApiError(status, verb, endpoint.path(NS, name), {"reason": "Scripted"})
-
-    def _write(self, verb: str, endpoint: Endpoint, body: Body) -> Body:
-        md = body["metadata"]
-        md["resourceVersion"] = str(next(self._rv))
-        self.objects[(endpoint.plural, md.get("namespace", ""), md["name"])] = body
-        self.writes.append((verb, endpoint.plural, md["name"]))
-        return copy.deepcopy(body)
-
-    async def get(self, endpoint: Endpoint, namespace: str, name: str) -> Body | None:
-        found = self.objects.get((endpoint.plural, namespace, name))
-        return copy.deepcopy(found) if found else None
-
-    async def create(self, endpoint: Endpoint, body: Body) -> Body:
-        if endpoint is api.EVENTS:
-            self.events.append(body["reason"])
-            return body
-        md = body["metadata"]
-        self._check("create", endpoint, md["name"])
-        if (endpoint.plural, md.get("namespace", ""), md["name"]) in self.objects:
-            raise ApiError(409, "POST", endpoint.path(NS), {"reason": "AlreadyExists"})
-        body = copy.deepcopy(body)
-        md = body["metadata"]
-        md["uid"] = f"{md['name']}-uid-{next(self._rv)}"
-        md.setdefault("generation", 1)
-        return self._write("create", endpoint, body)
-
-    def _current(self, endpoint: Endpoint, namespace: str, name: str, rv: str) -> Body:
-        current = self.objects.get((endpoint.plural, namespace, name))
-        if current is None:
-            raise ApiError(404, "PATCH", endpoint.path(namespace, name), {})
-        if rv and current["metadata"]["resourceVersion"] != rv:
-            raise ApiError(409, "PATCH", endpoint.path(namespace, name), {"reason": "Conflict"})
-        return copy.deepcopy(current)
-
-    async def merge_patch(
-        self, endpoint: Endpoint, namespace: str, name: str, patch: Body, sub: str = ""
-    ) -> Body:
-        self._check("patch", endpoint, name)
-        current = self._current(
-            endpoint, namespace, name, patch.get("metadata", {}).get("resourceVersion", "")
-        )
-        for key, value in patch.items():
-            if key == "metadata":
-                current["metadata"].update({k: v for k, v in value.items() if k != "rv"})
-            else:
-                current.setdefault(key, {}).update(value)
-        return self._write("patch", endpoint, current)
-
-    async def json_patch_at(
-        self, endpoint: Endpoint, namespace: str, name: str, rv: str, ops: list[Body]
-    ) -> Body:
-        self._check("patch", endpoint, name)
-        current = self._current(endpoint, namespace, name, rv)
-        for op in ops:
-            *parents, last = op["path"].strip("/").split("/")
-            target = current
-            for p in parents:
-                target = target.setdefault(p, {})
-            target[last] = op["value"]
-        return self._write("patch", endpoint, current)
-
-    async def replace_status(
-        self, endpoint: Endpoint, namespace: str, name: str, status: Body
-    ) -> Body:
-        self._check("status", endpoint, name)
-        current = self._current(endpoint, namespace, name, "")
-        current["status"] = copy.deepcopy(status)
-        return self._write("status", endpoint, current)
-
-    async def delete(
-        self,
-        endpoint: Endpoint,
-        namespace: str,
-        name: str,
-        *,
-        uid: str = "",
-        resource_version: str = "",
-    ) -> bool:
-        self._check("delete", endpoint, name)
-        current = self.objects.get((endpoint.plural, namespace, name))
-        if current is None:
-            return False
-        md = current["metadata"]
-        if (uid and md["uid"] != uid) or (
-            resource_version and md["resourceVersion"] != resource_version
-        ):
-            raise ApiError(409, "DELETE", endpoint.path(namespace, name), {"reason": "Conflict"})
-        del self.objects[(endpoint.plural, namespace, name)]
-        self.writes.append(("delete", endpoint.plural, name))
-        return True
 
 
 def agent(name: str, work: str | None = None, *, review: str | None = None) -> Body:

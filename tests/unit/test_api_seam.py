@@ -9,8 +9,6 @@ import json
 import socket
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
-from typing import Any
 
 import pytest
 from aiohttp import web
@@ -18,59 +16,23 @@ from kubernetes import client
 
 from controller.k8s import api
 from controller.k8s.api import MERGE_PATCH, USER_AGENT, ApiError, KubeApi
+from harness.fakes import StandIn, serving
 
 
-@dataclass
-class Seen:
-    method: str
-    path: str
-    query: list[tuple[str, str]]
-    headers: dict[str, str]
-    body: Any
-
-
-@dataclass
-class Server:
-    url: str
-    seen: list[Seen] = field(default_factory=list)
-    answers: list[tuple[int, bytes]] = field(default_factory=list)
-    """Answers to give, in order (then 200 with the request echoed)."""
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[Server]:
-    state = Server("")
-
-    async def handle(request: web.Request) -> web.Response:
-        raw = await request.read()
-        state.seen.append(
-            Seen(
-                request.method,
-                request.raw_path.split("?")[0],
-                list(request.query.items()),
-                {k.lower(): v for k, v in request.headers.items()},
-                json.loads(raw) if raw else None,
-            )
-        )
-        if state.answers:
-            status, text = state.answers.pop(0)
-            return web.Response(status=status, body=text, content_type="application/json")
-        echo = {
+async def echo(_: web.Request) -> web.Response:
+    """200 with a body and a list, each carrying managedFields (the seam drops them)."""
+    return web.json_response(
+        {
             "metadata": {"name": "x", "resourceVersion": "7", "managedFields": [{"manager": "m"}]},
             "items": [{"metadata": {"name": "i", "managedFields": [{"manager": "m"}]}}],
         }
-        return web.json_response(echo)
+    )
 
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    state.url = f"http://127.0.0.1:{port}"
-    yield state
-    await runner.cleanup()
+
+@pytest.fixture
+async def server() -> AsyncIterator[StandIn]:
+    async with serving(echo) as stand_in:
+        yield stand_in
 
 
 def kube(
@@ -86,7 +48,7 @@ def kube(
 
 
 async def test_a_list_sends_its_query_and_reads_json_without_managed_fields(
-    server: Server,
+    server: StandIn,
 ) -> None:
     k, _ = kube(server.url)
     try:
@@ -113,7 +75,7 @@ async def test_a_list_sends_its_query_and_reads_json_without_managed_fields(
     assert data["items"] == [{"metadata": {"name": "i"}}]
 
 
-async def test_a_write_names_its_field_manager_and_content_type(server: Server) -> None:
+async def test_a_write_names_its_field_manager_and_content_type(server: StandIn) -> None:
     k, _ = kube(server.url)
     try:
         await k.merge_patch(api.CONFIG_MAPS, "team", "a-bindings", {"data": {"k": "v"}})
@@ -144,7 +106,7 @@ def rotating(cfg: client.Configuration, *tokens: str) -> list[str]:
 
 
 async def test_the_token_is_read_from_the_configuration_again_once_it_may_have_rotated(
-    server: Server,
+    server: StandIn,
 ) -> None:
     clock = [100.0]
     k, cfg = kube(server.url, token="first", clock=lambda: clock[0])
@@ -167,7 +129,7 @@ async def test_the_token_is_read_from_the_configuration_again_once_it_may_have_r
     ]
 
 
-async def test_a_status_answer_becomes_an_api_error_that_names_the_reason(server: Server) -> None:
+async def test_a_status_answer_becomes_an_api_error_that_names_the_reason(server: StandIn) -> None:
     status = {"kind": "Status", "reason": "NotFound", "message": 'agentspecs "a" not found'}
     server.answers = [(404, json.dumps(status).encode()), (500, b"<html>proxy error</html>")]
     k, _ = kube(server.url)
@@ -194,3 +156,31 @@ async def test_no_answer_at_all_is_unreachable() -> None:
         await k.close()
     assert raised.value.unreachable
     assert "no answer from the API server" in str(raised.value)
+
+
+async def test_a_status_s_causes_reach_the_api_error(server: StandIn) -> None:
+    status = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": 'configmaps "c" is forbidden: unable to create new content in namespace team '
+        "because it is being terminated",
+        "reason": "Forbidden",
+        "details": {
+            "name": "c",
+            "kind": "configmaps",
+            "causes": [{"reason": "NamespaceTerminating", "field": "metadata.namespace"}],
+        },
+        "code": 403,
+    }
+    server.answers = [(403, json.dumps(status).encode())]
+    k, _ = kube(server.url)
+    try:
+        with pytest.raises(ApiError) as raised:
+            await k.create(api.CONFIG_MAPS, {"metadata": {"name": "c", "namespace": "team"}})
+    finally:
+        await k.close()
+    assert (raised.value.status, raised.value.reason) == (403, "Forbidden")
+    assert raised.value.causes == ("NamespaceTerminating",)
+    assert raised.value.namespace_terminating

@@ -8,18 +8,17 @@ start-up forever and nothing listed is missing from the first pass.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
 from controller.k8s import api
-from controller.k8s.api import ApiError, Endpoint
+from controller.k8s.api import Endpoint
 from controller.reconcile.resync import Sweeper, behind
 from controller.reconcile.store import Store
+from harness.fakes import NS, ListingApi
 
 Body = dict[str, Any]
-NS = "team"
 
 
 def body(name: str, rv: int) -> Body:
@@ -33,41 +32,7 @@ def body(name: str, rv: int) -> Body:
     }
 
 
-@dataclass
-class Server:
-    """What the API server holds for one kind, and the requests made of it."""
-
-    objects: dict[str, Body] = field(default_factory=dict)
-    requests: list[str] = field(default_factory=list)
-    fail: int = 0
-    """Requests to refuse (as an API server that is away) before answering again."""
-
-    def _answer(self, verb: str) -> None:
-        self.requests.append(verb)
-        if self.fail:
-            self.fail -= 1
-            raise ApiError(0, verb, "/", {"message": "connection refused"})
-
-    async def list_versions(
-        self, endpoint: Endpoint, namespace: str = "", label_selector: str = ""
-    ) -> tuple[str, dict[str, str]]:
-        self._answer("list_versions")
-        return "999", {
-            f"{NS}/{n}": b["metadata"]["resourceVersion"] for n, b in self.objects.items()
-        }
-
-    async def list_all(
-        self, endpoint: Endpoint, namespace: str = "", label_selector: str = ""
-    ) -> list[Body]:
-        self._answer("list_all")
-        return list(self.objects.values())
-
-    async def get(self, endpoint: Endpoint, namespace: str, name: str) -> Body | None:
-        self._answer("get")
-        return self.objects.get(name)
-
-
-def sweeper(server: Server) -> tuple[Sweeper, Store]:
+def sweeper(server: ListingApi) -> tuple[Sweeper, Store]:
     store = Store()
 
     def observe(endpoint: Endpoint, found: Body, deleted: bool) -> None:
@@ -84,7 +49,7 @@ def test_behind_names_what_the_view_lacks_or_holds_older() -> None:
 
 
 async def test_what_the_watches_deliver_is_not_read_again() -> None:
-    server = Server({n: body(n, rv) for n, rv in (("a", 10), ("b", 11), ("c", 12))})
+    server = ListingApi({n: body(n, rv) for n, rv in (("a", 10), ("b", 11), ("c", 12))})
     s, store = sweeper(server)
     listing = await s.listing()
 
@@ -101,7 +66,7 @@ async def test_what_the_watches_deliver_is_not_read_again() -> None:
 
 
 async def test_an_object_deleted_between_the_listings_does_not_hold_start_up() -> None:
-    server = Server({n: body(n, rv) for n, rv in (("a", 10), ("gone", 11))})
+    server = ListingApi({n: body(n, rv) for n, rv in (("a", 10), ("gone", 11))})
     s, store = sweeper(server)
     listing = await s.listing()
     del server.objects["gone"]  # deleted before kopf lists: no watch will ever deliver it
@@ -112,7 +77,7 @@ async def test_an_object_deleted_between_the_listings_does_not_hold_start_up() -
 
 
 async def test_what_the_watches_never_deliver_is_read_directly() -> None:
-    server = Server({n: body(n, rv) for n, rv in (("a", 10), ("b", 11))})
+    server = ListingApi({n: body(n, rv) for n, rv in (("a", 10), ("b", 11))})
     s, store = sweeper(server)
     listing = await s.listing()
     server.objects["b"] = body("b", 15)  # changed meanwhile: the newer version is read
@@ -122,7 +87,7 @@ async def test_what_the_watches_never_deliver_is_read_directly() -> None:
 
 
 async def test_many_missing_objects_are_read_with_one_list() -> None:
-    server = Server({f"a{i}": body(f"a{i}", 100 + i) for i in range(50)})
+    server = ListingApi({f"a{i}": body(f"a{i}", 100 + i) for i in range(50)})
     s, store = sweeper(server)
     await asyncio.wait_for(s.catch_up(await s.listing(), stall=0.0, poll=0.01), 2.0)
     assert server.requests == ["list_versions", "list_all"]
@@ -130,7 +95,7 @@ async def test_many_missing_objects_are_read_with_one_list() -> None:
 
 
 async def test_an_api_server_away_while_catching_up_is_tried_again() -> None:
-    server = Server({"a": body("a", 10)})
+    server = ListingApi({"a": body("a", 10)})
     s, store = sweeper(server)
     listing = await s.listing()
     server.fail = 2
@@ -140,7 +105,7 @@ async def test_an_api_server_away_while_catching_up_is_tried_again() -> None:
 
 
 async def test_catching_up_waits_while_the_watches_make_progress() -> None:
-    server = Server({f"a{i}": body(f"a{i}", 100 + i) for i in range(5)})
+    server = ListingApi({f"a{i}": body(f"a{i}", 100 + i) for i in range(5)})
     s, store = sweeper(server)
     listing = await s.listing()
 
@@ -157,7 +122,7 @@ async def test_catching_up_waits_while_the_watches_make_progress() -> None:
 
 @pytest.mark.parametrize("stored_rv", [10, 12])
 async def test_a_version_at_or_past_the_listing_is_caught_up(stored_rv: int) -> None:
-    server = Server({"a": body("a", 10)})
+    server = ListingApi({"a": body("a", 10)})
     s, store = sweeper(server)
     store.put(api.AGENTS, body("a", stored_rv))
     await asyncio.wait_for(s.catch_up(await s.listing(), stall=5.0, poll=0.01), 1.0)
@@ -173,7 +138,7 @@ def swept(s: Sweeper) -> list[Endpoint]:
 
 def test_kopfs_first_listing_is_not_swept() -> None:
     """Before its first listing the view held nothing of the kind: nothing to prove gone."""
-    s, _ = sweeper(Server())
+    s, _ = sweeper(ListingApi())
     sweeps = swept(s)
     for name in ("a", "b", "c"):
         s.listed(api.AGENTS, f"{NS}/{name}")
@@ -181,7 +146,7 @@ def test_kopfs_first_listing_is_not_swept() -> None:
 
 
 def test_a_listing_after_a_watch_event_is_swept() -> None:
-    s, _ = sweeper(Server())
+    s, _ = sweeper(ListingApi())
     sweeps = swept(s)
     s.listed(api.AGENTS, f"{NS}/a")
     s.watched(api.AGENTS)  # the watch began: a later listing follows a reconnect
@@ -191,7 +156,7 @@ def test_a_listing_after_a_watch_event_is_swept() -> None:
 
 def test_a_listing_begun_again_without_a_watch_event_is_swept() -> None:
     """A reconnect with a quiet watch in between: the same key listed twice."""
-    s, _ = sweeper(Server())
+    s, _ = sweeper(ListingApi())
     sweeps = swept(s)
     s.listed(api.AGENTS, f"{NS}/a")
     s.listed(api.AGENTS, f"{NS}/b")
@@ -203,7 +168,7 @@ def test_a_listing_begun_again_without_a_watch_event_is_swept() -> None:
 async def test_the_first_listing_is_swept_once_catching_up_read_objects_itself() -> None:
     """What catching up read directly did not come from kopf's listing: kopf may list after
     one of them is deleted, so that listing must be swept."""
-    server = Server({"a": body("a", 10)})
+    server = ListingApi({"a": body("a", 10)})
     s, store = sweeper(server)
     sweeps = swept(s)
     await asyncio.wait_for(s.catch_up(await s.listing(), stall=0.0, poll=0.01), 2.0)

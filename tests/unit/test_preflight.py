@@ -1,13 +1,12 @@
 """The start-up check against an API server that has only just started.
 
-A small HTTP server stands in for kube-apiserver's discovery and ``/readyz`` (what the check
-reads); the real server's exit codes are proven in tests/integration/test_run_errors.py.
+A small HTTP server (:class:`harness.fakes.StandIn`) stands in for kube-apiserver's discovery and
+``/readyz`` (what the check reads); the real server's exit codes are proven in
+tests/integration/test_run_errors.py.
 """
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -22,6 +21,7 @@ from controller.runtime.preflight import (
     PreflightError,
     check_cluster,
 )
+from harness.fakes import Handler, serving_in_thread
 
 
 @dataclass
@@ -36,7 +36,9 @@ class Plane:
     apis_asked: int = 0
 
 
-def _app(plane: Plane) -> web.Application:
+def _answers(plane: Plane) -> Handler:
+    """kube-apiserver's discovery and ``/readyz``, as ``plane`` says; 404 for anything else."""
+
     async def version(_: web.Request) -> web.Response:
         return web.json_response({"major": "1", "minor": "36"})
 
@@ -54,37 +56,28 @@ def _app(plane: Plane) -> web.Application:
         ok = plane.ready.pop(0) if len(plane.ready) > 1 else plane.ready[0]
         return web.Response(status=200 if ok else 500, text="ok" if ok else "[-]crd failed")
 
-    app = web.Application()
-    app.router.add_get("/version", version)
-    app.router.add_get("/apis", apis)
-    app.router.add_get(f"/apis/{GROUP}/{VERSION}", group)
-    app.router.add_get("/readyz", readyz)
-    return app
+    routes = {
+        "/version": version,
+        "/apis": apis,
+        f"/apis/{GROUP}/{VERSION}": group,
+        "/readyz": readyz,
+    }
+
+    async def handle(request: web.Request) -> web.Response:
+        route = routes.get(request.path)
+        if request.method != "GET" or route is None:
+            return web.Response(status=404)
+        return await route(request)
+
+    return handle
 
 
 @pytest.fixture
 def plane() -> Iterator[Plane]:
     state = Plane()
-    loop = asyncio.new_event_loop()
-    started = threading.Event()
-    runner = web.AppRunner(_app(state))
-
-    async def serve() -> None:
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        state.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
-        started.set()
-
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    asyncio.run_coroutine_threadsafe(serve(), loop)
-    assert started.wait(10)
-    yield state
-    asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(10)
-    loop.close()
+    with serving_in_thread(_answers(state)) as stand_in:
+        state.url = stand_in.url
+        yield state
 
 
 def _client(url: str) -> client.ApiClient:
