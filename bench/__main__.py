@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from bench import bench_e2e
-from bench.bench_e2e import Row, print_table
+from bench.report import Row, print_table
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 _RATIO_LINE = re.compile(

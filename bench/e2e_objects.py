@@ -13,11 +13,13 @@ labels nobody selects), 10 Tools and 1,000 AgentSpecs. Every agent has:
 * a ``resourceSelector`` for its team's label, so each team issue has 50 dependents.
 
 No agent has a ``work`` binding or a ``runtime``: they are Idle agents with a bindings ConfigMap
-(holds and sessions are other benchmarks' subjects).
+(holds and sessions are other benchmarks' subjects). The latency anchor's Deployments, and the
+predicates the benchmark's watches wait for, are here too.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -230,8 +232,44 @@ def agents(ns: str, shape: Shape, start: int = 0, stop: int | None = None) -> li
     return [agent(ns, i, shape) for i in range(start, shape.agents if stop is None else stop)]
 
 
+def team_members(team: int, shape: Shape) -> list[str]:
+    """The agents whose selector picks the team's issue: its dependents."""
+    return [agent_name(i) for i in range(shape.agents) if team_of(i, shape) == team]
+
+
 def namespace(name: str) -> Body:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+
+
+# ------------------------------------------------------------------------ the latency anchor
+
+ANCHOR_ANNOTATION = "bench.bindery.dev/revision"
+
+
+def deployments_path(namespace: str) -> str:
+    return f"/apis/apps/v1/namespaces/{namespace}/deployments"
+
+
+def anchor_name(k: int) -> str:
+    return f"anchor-{k}"
+
+
+def anchor_deployment(namespace: str, k: int, replicas: int) -> Body:
+    """A Deployment for the latency anchor; its template changes by an annotation."""
+    labels = {"app": anchor_name(k)}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": anchor_name(k), "namespace": namespace},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels, "annotations": {ANCHOR_ANNOTATION: "0"}},
+                "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]},
+            },
+        },
+    }
 
 
 # ------------------------------------------------------------------------ predicates on status
@@ -256,6 +294,15 @@ def current(body: Body) -> bool:
     return st.get("observedGeneration") == (body.get("metadata") or {}).get("generation")
 
 
+def current_at(body: Body, *, gen: int) -> bool:
+    return current(body) and body["metadata"]["generation"] == gen
+
+
+def observed_at_least(body: Body, *, gen: int) -> bool:
+    observed = (body.get("status") or {}).get("observedGeneration")
+    return isinstance(observed, int) and observed >= gen
+
+
 def status_has_uri(body: Body, uri: str) -> bool:
     return current(body) and any(
         row.get("uri") == uri for row in (body.get("status") or {}).get("bindings") or []
@@ -268,3 +315,12 @@ def status_has_alias(body: Body, uri: str, alias: str) -> bool:
         and (row.get("resource") or {}).get("alias") == alias
         for row in (body.get("status") or {}).get("bindings") or []
     )
+
+
+def cm_contains(needle: str) -> Callable[[Body], bool]:
+    """A bindings ConfigMap whose ``bindings.json`` contains ``needle``."""
+
+    def pred(cm: Body) -> bool:
+        return needle in ((cm.get("data") or {}).get("bindings.json") or "")
+
+    return pred
