@@ -23,8 +23,10 @@ from controller.domain.work import hold_name
 from controller.k8s import api
 from controller.k8s.api import ApiError, Endpoint
 from controller.reconcile import Controller
+from controller.reconcile.clock import LOOP_CLOCK, Clock
 from controller.reconcile.resync import missed, vanished
 from controller.reconcile.writer import ForeignObjectError
+from tests.unit.virtual_clock import VirtualClock
 
 NS = "team"
 Body = dict[str, Any]
@@ -161,9 +163,9 @@ def agent(name: str, work: str | None = None, *, review: str | None = None) -> B
     }
 
 
-def world(*agents: Body) -> tuple[Controller, ScriptedApi]:
+def world(*agents: Body, clock: Clock = LOOP_CLOCK) -> tuple[Controller, ScriptedApi]:
     fake = ScriptedApi()
-    c = Controller(fake)  # type: ignore[arg-type]
+    c = Controller(fake, clock=clock)  # type: ignore[arg-type]
     c.observe(api.RESOURCE_TYPES, fake.seed(api.RESOURCE_TYPES, _type("issue")))
     for body in agents:
         c.observe(api.AGENTS, fake.seed(api.AGENTS, body))
@@ -556,8 +558,8 @@ async def test_a_holder_deleted_with_orphan_propagation_still_withdraws_before_r
     assert X not in fake.objects[("configmaps", NS, "a-bindings")]["data"]["bindings.json"]
 
 
-async def test_a_long_listing_is_swept_once_after_it_ends() -> None:
-    c, _ = world()
+async def test_a_long_listing_is_swept_once_after_it_ends(clock: VirtualClock) -> None:
+    c, _ = world(clock=clock)
     sweeps: list[Any] = []
 
     async def sweep(endpoint: Any) -> int:
@@ -568,8 +570,9 @@ async def test_a_long_listing_is_swept_once_after_it_ends() -> None:
     c.sweeper.settle = 0.05
     for _ in range(8):  # kopf's listing goes on for longer than `settle`
         c.relisted(api.RESOURCES)
-        await asyncio.sleep(0.02)
-    await asyncio.sleep(0.15)
+        await clock.advance(0.02)
+    assert sweeps == []
+    await clock.advance(0.15)
     assert sweeps == [api.RESOURCES]
 
 
