@@ -123,7 +123,9 @@ async def test_what_the_watches_deliver_is_not_read_again(clock: VirtualClock) -
     assert set(store.of(api.AGENTS)) == {"team/a", "team/b", "team/c"}
 
 
-async def test_an_object_deleted_between_the_listings_does_not_hold_start_up(clock: VirtualClock) -> None:
+async def test_an_object_deleted_between_the_listings_does_not_hold_start_up(
+    clock: VirtualClock,
+) -> None:
     server = Server({n: body(n, rv) for n, rv in (("a", 10), ("gone", 11))})
     s, store = catching_up(server, clock)
     listing = await s.listing()
@@ -225,7 +227,9 @@ def test_a_listing_begun_again_without_a_watch_event_is_swept() -> None:
     assert sweeps == [api.AGENTS, api.AGENTS]
 
 
-async def test_the_first_listing_is_swept_once_catching_up_read_objects_itself(clock: VirtualClock) -> None:
+async def test_the_first_listing_is_swept_once_catching_up_read_objects_itself(
+    clock: VirtualClock,
+) -> None:
     """What catching up read directly did not come from kopf's listing: kopf may list after
     one of them is deleted, so that listing must be swept."""
     server = Server({"a": body("a", 10)})

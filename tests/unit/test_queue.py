@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 
-
 from controller.reconcile.queue import WorkQueue
 from tests.unit.virtual_clock import VirtualClock
 

@@ -8,18 +8,20 @@ integration tests, which restart a real kube-apiserver. Time is virtual (the ``c
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+import structlog
+import structlog.contextvars
+import structlog.testing
 
 from controller.domain.refs import Kind, Ref, Request
 from controller.k8s import api
 from controller.k8s.api import ApiError
 from controller.reconcile.queue import WorkQueue
-from controller.reconcile.store import Store
 from controller.reconcile.result import CHANGED, Result
+from controller.reconcile.store import Store
 from controller.reconcile.workers import WorkerPool
 from tests.unit.virtual_clock import VirtualClock
 
@@ -151,3 +153,64 @@ async def test_a_pass_that_alone_gets_no_answer_is_retried_at_the_probes_pace(
     # happen at most once per probe interval each
     assert server.attempts["others"] >= 3 * server.attempts["stuck"], server.attempts
     assert 2 <= server.attempts["stuck"] <= 2 * (elapsed / workers.probe_seconds) + 2
+
+
+# ------------------------------------------------------------------------------ one pass
+
+
+class Logs:
+    """A reconciler that logs one line of its own and asks to be looked at again."""
+
+    def __init__(self, requeue_after: float | None) -> None:
+        self.requeue_after = requeue_after
+
+    async def reconcile(self, request: Request, body: dict[str, Any]) -> Result:
+        structlog.get_logger("bindery.test").info("converging")
+        return Result(changed=False, requeue_after=self.requeue_after)
+
+    async def gone(self, request: Request) -> None:
+        return None
+
+
+def one(reconciler: Any, clock: VirtualClock) -> WorkerPool:
+    store = Store()
+    store.put(api.AGENTS, {"metadata": {"name": "a", "namespace": NS, "resourceVersion": "1"}})
+    queue: WorkQueue[Request] = WorkQueue(clock)
+    return WorkerPool(queue, store, {Kind.AGENT: reconciler}, workers=1)
+
+
+async def test_every_line_a_reconciler_logs_names_its_pass(clock: VirtualClock) -> None:
+    workers = one(Logs(None), clock)
+    request = Request(Kind.AGENT, Ref(NS, "a"))
+    with structlog.testing.capture_logs(
+        processors=[structlog.contextvars.merge_contextvars]
+    ) as logs:
+        workers.queue.add(request)
+        workers.queue.add_after(request, 1.0)
+        workers.start()
+        try:
+            await clock.advance(1.0)
+        finally:
+            await workers.stop()
+    lines = [line for line in logs if line["event"] == "converging"]
+    assert [(x["kind"], x["key"]) for x in lines] == [("agent", f"{NS}/a")] * 2
+    assert lines[0]["pass_id"] != lines[1]["pass_id"]  # one id per pass
+    assert structlog.contextvars.get_contextvars() == {}  # nothing outlives the pass
+
+
+async def test_the_pool_schedules_the_requeue_a_pass_asks_for(clock: VirtualClock) -> None:
+    workers = one(Logs(3.0), clock)
+    request = Request(Kind.AGENT, Ref(NS, "a"))
+    assert await workers.process(request) == Result(changed=False, requeue_after=3.0)
+    await clock.advance(2.9)
+    assert workers.queue.pending() == frozenset()
+    await clock.advance(0.1)
+    assert workers.queue.pending() == {request}
+
+
+def test_results_combine_to_the_earliest_requeue() -> None:
+    assert (Result(True, 5.0) | Result(False, 2.0)) == Result(True, 2.0)
+    assert (Result(False, None) | Result(False, 4.0)) == Result(False, 4.0)
+    assert (Result(False) | Result(False)) == Result(False, None)
+    assert Result(True, 1.0).requeue(None) == Result(True, 1.0)
+    assert Result(False, 7.0).requeue(3.0) == Result(False, 3.0)

@@ -50,7 +50,12 @@ class VirtualClock:
 
     async def sleep(self, seconds: float) -> None:
         woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        timer = self.call_at(self._now + seconds, lambda: woken.done() or woken.set_result(None))
+
+        def wake() -> None:
+            if not woken.done():
+                woken.set_result(None)
+
+        timer = self.call_at(self._now + seconds, wake)
         try:
             await woken
         finally:
