@@ -17,6 +17,11 @@ A -> no holder -> B), so it is fixed:
 7. **status** — rebuilt whole from what this pass saw and did;
 8. **events** — posted in the background for the transitions status shows.
 
+(tests/unit/test_agent_pass.py's ``STEPS`` names, for each step, the rows that fail when it is
+removed or moved.) A pass returns a ``Result``: whether it wrote, and when to look again (the
+acknowledgement timeout, the release grace, a session without a pod); the worker pool schedules
+it.
+
 A deleted agent instead withdraws its work from the delivered bindings, stops its session, and
 releases its holds once the session has let go of them (acknowledged, or stopped), then drops its
 finalizer.

@@ -26,6 +26,7 @@ from controller.reconcile.kinds import (
     ToolReconciler,
 )
 from controller.reconcile.queue import WorkQueue
+from controller.reconcile.result import Result
 from controller.reconcile.resync import Sweeper
 from controller.reconcile.sessions import Sessions
 from controller.reconcile.store import Store, key_of
@@ -184,6 +185,7 @@ class Controller:
         await self.pool.stop()
         await self.events.stop()
 
-    async def process(self, request: Request) -> None:
-        """Run one pass for ``request`` now (the workers' path, for tools and benchmarks)."""
-        await self.pool.process(request)
+    async def process(self, request: Request) -> Result | None:
+        """Run one pass for ``request`` now (the workers' path, for tools and benchmarks); what
+        it came to (None: its object is no longer in the view)."""
+        return await self.pool.process(request)
