@@ -17,6 +17,11 @@ A -> no holder -> B), so it is fixed:
 7. **status** — rebuilt whole from what this pass saw and did;
 8. **events** — posted in the background for the transitions status shows.
 
+(tests/unit/test_agent_pass.py's ``STEPS`` names, for each step, the rows that fail when it is
+removed or moved.) A pass returns a ``Result``: whether it wrote, and when to look again (the
+acknowledgement timeout, the release grace, a session without a pod); the worker pool schedules
+it.
+
 A deleted agent instead withdraws its work from the delivered bindings, stops its session, and
 releases its holds once the session has let go of them (acknowledged, or stopped), then drops its
 finalizer.
@@ -46,6 +51,7 @@ from controller.reconcile.delivery import BindingsDelivery
 from controller.reconcile.events import EventRecorder
 from controller.reconcile.holds import FINALIZER, WorkHolds
 from controller.reconcile.kinds import write_status
+from controller.reconcile.result import CHANGED, UNCHANGED, Result, earliest
 from controller.reconcile.sessions import SessionOutcome, Sessions
 from controller.reconcile.store import Store
 from controller.reconcile.writer import ForeignObjectError, StaleWriteError, Writer
@@ -116,29 +122,28 @@ class AgentReconciler:
     def _latest(self, request: Request, body: Body) -> Body:
         return self.store.get(api.AGENTS, request.ref.key) or body
 
-    async def reconcile(self, request: Request, body: Body) -> bool:
+    async def reconcile(self, request: Request, body: Body) -> Result:
         if request in self.suspects:  # something it owns was deleted: is the agent itself gone?
             self.suspects.discard(request)
             if not await self.writer.confirm(request, api.AGENTS, body):
-                return False
+                return UNCHANGED
             body = self._latest(request, body)
         md = body["metadata"]
         gen = int(md.get("generation", 0))
         old = body.get("status") or {}
         if md.get("deletionTimestamp"):
-            await self._finalize(request, body)
-            return True
+            return CHANGED.requeue(await self._finalize(request, body))
         error = self.parse_errors.get(request)
         agent = self.registry.agent(request.ref.key)
         if error or agent is None:
             new = status.invalid_status(
                 gen, error or "not parsed", old, status.now_rfc3339(), state=True
             )
-            return await write_status(self.writer, request, body, new)
+            return Result(changed=await write_status(self.writer, request, body, new))
 
         resolution = self.registry.resolve(request.ref.key)
         try:
-            work, session, delivered, view = await self._converge(
+            work, session, delivered, view, requeue = await self._converge(
                 request, body, agent, resolution, old
             )
         except ForeignObjectError as exc:
@@ -190,7 +195,7 @@ class AgentReconciler:
                 self.events.record(latest, note)
             self.holds.waited_on(agent, work)
         self.gauges.count(request.ref.key, new.get("state"), status.binding_counts(resolution))
-        return changed or delivered
+        return Result(changed or delivered, requeue)
 
     async def _converge(
         self,
@@ -199,9 +204,9 @@ class AgentReconciler:
         agent: AgentObject,
         resolution: AgentResolution,
         old: Body,
-    ) -> tuple[WorkPlan, SessionOutcome, bool, ack.DeliveryView]:
+    ) -> tuple[WorkPlan, SessionOutcome, bool, ack.DeliveryView, float | None]:
         """Steps 1 to 6; what the work step came to, the session outcome, whether delivered,
-        and where the session stands with the document."""
+        where the session stands with the document, and when to look again."""
         work = await self.holds.plan(agent, resolution, old)
         if work.uri or self.holds.of(agent):  # 1. finalizer
             await self.holds.ensure_finalizer(request, body, present=True)
@@ -211,13 +216,13 @@ class AgentReconciler:
             delivery.bindings_document(agent, resolution, deliver_work=work.deliver, fence=fence)
         )
         delivered = await self.bindings.deliver(request, agent, rendered)
-        view = await self._release(  # 4. release
+        view, requeue = await self._release(  # 4. release
             request, body, agent=agent, work=work, rendered=rendered, delivered=delivered
         )
         if not work.uri and not self.holds.of(agent):  # 5. drop finalizer
             await self.holds.ensure_finalizer(request, self._latest(request, body), present=False)
         session = await self.sessions.converge(request, agent, old)  # 6. session
-        return work, session, delivered, view
+        return work, session, delivered, view, earliest(requeue, session.requeue_after)
 
     async def _release(
         self,
@@ -228,9 +233,9 @@ class AgentReconciler:
         work: WorkPlan,
         rendered: str,
         delivered: bool,
-    ) -> ack.DeliveryView:
+    ) -> tuple[ack.DeliveryView, float | None]:
         """Release the holds the document no longer carries once the session has let go of
-        them; where the session stands with the document."""
+        them; where the session stands with the document, and when to look again."""
         digest = ack.digest(rendered)
         now = status.now_micro_rfc3339()
         before = (body.get("status") or {}).get("delivery") or {}
@@ -240,15 +245,16 @@ class AgentReconciler:
         since = ack.seconds_since(written_at, datetime.now(UTC))
         releasing = tuple(h.uri for h in work.release)
         view = self.acks.view(agent, digest, written_at, since_write=since, releasing=releasing)
+        requeue = None
         if view.pending and not view.overdue:  # Stalled if it stays silent
-            self.sessions.requeue(request, self.acks.timeout - since + 0.1)
+            requeue = self.acks.timeout - since + 0.1
         if not work.release:
-            return view
+            return view, requeue
         ok, by_grace = self.acks.releasable(view, since)
         if not ok:
             if view.confirmation is ack.Confirmation.UNVERIFIABLE:
-                self.sessions.requeue(request, self.acks.grace - since + 0.1)
-            return view
+                requeue = earliest(requeue, self.acks.grace - since + 0.1)
+            return view, requeue
         for hold in work.release:  # only now that the session no longer works on it
             await self.holds.release(request, hold)
             if by_grace:
@@ -262,25 +268,28 @@ class AgentReconciler:
                         warning=True,
                     ),
                 )
-        return replace(view, releasing=())
+        return replace(view, releasing=()), requeue
 
-    async def _finalize(self, request: Request, body: Body) -> None:
-        """Deleting an agent: withdraw its work from the session, release holds, let it go."""
+    async def _finalize(self, request: Request, body: Body) -> float | None:
+        """Deleting an agent: withdraw its work from the session, release holds, let it go;
+        when to look again (while its session is being stopped)."""
         md = body["metadata"]
         if FINALIZER not in (md.get("finalizers") or []):
-            return
+            return None
         own = self.holds.holds.of(md.get("uid", ""))
         if own:
             await self.bindings.withdraw_work(
                 request, md.get("namespace", ""), md["name"], md.get("uid", "")
             )
             if not await self.sessions.stopped_or_acknowledged(request, body):
-                return  # the pod's end (or its acknowledgement) brings the next pass
+                # the pod's end (or its acknowledgement) brings the next pass; look again anyway
+                return self.sessions.recheck
         for hold in own:
             await self.holds.release(request, hold)
         if self.holds.holds.of(md.get("uid", "")):  # one changed meanwhile: not released yet
             raise StaleWriteError(f"agent {request.ref.key}: its holds are not released yet")
         await self.holds.ensure_finalizer(request, self._latest(request, body), present=False)
+        return None
 
     async def gone(self, request: Request) -> None:
         """The agent has left the view: release holds still naming it (its finalizer was

@@ -13,6 +13,8 @@ from controller.k8s import builders
 from controller.k8s.api import KubeApi
 from controller.reconcile.acks import Acknowledgements
 from controller.reconcile.agent import AgentGauges, AgentReconciler
+from controller.reconcile.catchup import CatchUp, Listing
+from controller.reconcile.clock import LOOP_CLOCK, Clock
 from controller.reconcile.delivery import BindingsDelivery
 from controller.reconcile.events import EventRecorder
 from controller.reconcile.holds import WorkHolds
@@ -24,7 +26,8 @@ from controller.reconcile.kinds import (
     ToolReconciler,
 )
 from controller.reconcile.queue import WorkQueue
-from controller.reconcile.resync import Listing, Sweeper
+from controller.reconcile.result import Result
+from controller.reconcile.resync import Sweeper
 from controller.reconcile.sessions import Sessions
 from controller.reconcile.store import Store, key_of
 from controller.reconcile.workers import WorkerPool
@@ -50,13 +53,14 @@ class Controller:
         delivery_image: str = "",
         unacknowledged_release: float = 120.0,
         acknowledge_timeout: float = 60.0,
+        clock: Clock = LOOP_CLOCK,
     ) -> None:
         self.api = api
         self.instance = instance or f"bindery-{uuid.uuid4().hex[:8]}"
         self.registry = Registry()
         self.store = Store()
         self.intake = Intake(self.store, self.registry)
-        self.queue: WorkQueue[Request] = WorkQueue()
+        self.queue: WorkQueue[Request] = WorkQueue(clock)
         self.writer = Writer(api, self._written)
         self.events = EventRecorder(api, instance=self.instance)
         gauges = AgentGauges()
@@ -82,7 +86,6 @@ class Controller:
         self.sessions = Sessions(
             self.store,
             self.writer,
-            requeue=self.queue.add_after,
             acks=self.acks,
             service_account=session_service_account,
         )
@@ -108,14 +111,24 @@ class Controller:
             Kind.AGENT: agents,
         }
         self.pool = WorkerPool(self.queue, self.store, reconcilers, workers=workers)
+        kinds = [(e, "") for e in k8s_api.ENDPOINTS.values()] + [(e, OWNED_SELECTOR) for e in OWNED]
         self.sweeper = Sweeper(
             api,
             self.store,
             self.observe,
-            kinds=[(e, "") for e in k8s_api.ENDPOINTS.values()]
-            + [(e, OWNED_SELECTOR) for e in OWNED],
+            kinds=kinds,
             namespaces=namespaces,
             period=resync_period,
+            clock=clock,
+        )
+        self.catching_up = CatchUp(
+            api,
+            self.store,
+            self.observe,
+            kinds=kinds,
+            namespaces=namespaces,
+            read_directly=self.sweeper.read_directly,
+            clock=clock,
         )
         agents.namespace_terminating = lambda namespace: self.sweeper.soon()
 
@@ -149,11 +162,11 @@ class Controller:
 
     async def listing(self) -> Listing:
         """What exists now, by key and version, for :meth:`catch_up` (a metadata LIST)."""
-        return await self.sweeper.listing()
+        return await self.catching_up.listing()
 
     async def catch_up(self, listing: Listing, *, stall: float = 3.0) -> None:
-        """Wait until the view holds everything ``listing`` showed (see ``Sweeper.catch_up``)."""
-        await self.sweeper.catch_up(listing, stall=stall)
+        """Wait until the view holds everything ``listing`` showed (see ``CatchUp.catch_up``)."""
+        await self.catching_up.catch_up(listing, stall=stall)
 
     def enqueue_all(self) -> None:
         """Queue every object of the four kinds (the first pass after start-up)."""
@@ -172,6 +185,7 @@ class Controller:
         await self.pool.stop()
         await self.events.stop()
 
-    async def process(self, request: Request) -> None:
-        """Run one pass for ``request`` now (the workers' path, for tools and benchmarks)."""
-        await self.pool.process(request)
+    async def process(self, request: Request) -> Result | None:
+        """Run one pass for ``request`` now (the workers' path, for tools and benchmarks); what
+        it came to (None: its object is no longer in the view)."""
+        return await self.pool.process(request)

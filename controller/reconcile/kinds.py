@@ -1,4 +1,9 @@
-"""Reconcilers of the three supporting kinds: each rebuilds its object's status from the view."""
+"""Reconcilers of the three supporting kinds: each rebuilds its object's status from the view.
+
+They share one skeleton (:class:`StatusReconciler`): read the object's generation and old
+status, build the new status, write it if it differs, then act on what changed. Each kind
+supplies only how its status is built (and, for Tools, the Events a change posts).
+"""
 
 from __future__ import annotations
 
@@ -10,25 +15,19 @@ from controller.domain.registry import Registry
 from controller.k8s import api
 from controller.reconcile.events import EventRecorder
 from controller.reconcile.index import HoldIndex
+from controller.reconcile.result import Result
 from controller.reconcile.writer import Writer
 
 Body = dict[str, Any]
 
 
 class Reconciler(Protocol):
-    """Reconciles one kind: recompute from the view, converge; whether anything was written."""
+    """Reconciles one kind: recompute from the view, converge; what the pass came to."""
 
-    async def reconcile(self, request: Request, body: Body) -> bool: ...
+    async def reconcile(self, request: Request, body: Body) -> Result: ...
 
     async def gone(self, request: Request) -> None:
         """The object has left the view: clean up what it leaves behind (nothing, mostly)."""
-
-
-class _Status:
-    """What the supporting kinds share: nothing to clean up when an object is gone."""
-
-    async def gone(self, request: Request) -> None:
-        return None
 
 
 async def write_status(writer: Writer, request: Request, body: Body, new: Body) -> bool:
@@ -39,32 +38,47 @@ async def write_status(writer: Writer, request: Request, body: Body, new: Body) 
     return written is not None
 
 
-def _generation(body: Body) -> int:
-    return int(body["metadata"].get("generation", 0))
+class StatusReconciler:
+    """The skeleton of a kind whose pass only rebuilds its status: read the object, build the
+    status (:meth:`build`), write it if it changed, act on the change (:meth:`changed`)."""
 
-
-class ResourceTypeReconciler(_Status):
-    """A ResourceType's status: its type closure, unknown parents and cycles."""
-
-    def __init__(
-        self, registry: Registry, writer: Writer, parse_errors: dict[Request, str]
-    ) -> None:
+    def __init__(self, registry: Registry, writer: Writer, parse_errors: dict[Request, str]):
         self.registry = registry
         self.writer = writer
         self.parse_errors = parse_errors
 
-    async def reconcile(self, request: Request, body: Body) -> bool:
-        gen, old, now = _generation(body), body.get("status") or {}, status.now_rfc3339()
+    async def reconcile(self, request: Request, body: Body) -> Result:
+        gen = int(body["metadata"].get("generation", 0))
+        old, now = body.get("status") or {}, status.now_rfc3339()
         error = self.parse_errors.get(request)
-        if error:
-            new = status.invalid_status(gen, error, old, now)
-        else:
-            closure = self.registry.closure(request.ref.name)
-            new = status.resource_type_status(generation=gen, closure=closure, old=old, now=now)
-        return await write_status(self.writer, request, body, new)
+        new = self.build(request, gen, old, now) if not error else None
+        if new is None:
+            new = status.invalid_status(gen, error or "not parsed", old, now)
+        changed = await write_status(self.writer, request, body, new)
+        if changed:
+            self.changed(body, old, new)
+        return Result(changed=changed)
+
+    def build(self, request: Request, gen: int, old: Body, now: str) -> Body | None:
+        """The object's new status; None when the view holds no parsed object for it."""
+        raise NotImplementedError
+
+    def changed(self, body: Body, old: Body, new: Body) -> None:
+        """The status written differs from ``old``: nothing more to do, mostly."""
+
+    async def gone(self, request: Request) -> None:
+        return None
 
 
-class ResourceReconciler(_Status):
+class ResourceTypeReconciler(StatusReconciler):
+    """A ResourceType's status: its type closure, unknown parents and cycles."""
+
+    def build(self, request: Request, gen: int, old: Body, now: str) -> Body | None:
+        closure = self.registry.closure(request.ref.name)
+        return status.resource_type_status(generation=gen, closure=closure, old=old, now=now)
+
+
+class ResourceReconciler(StatusReconciler):
     """A Resource's status: its type and URI checks, and which agent holds its URI as work."""
 
     def __init__(
@@ -74,29 +88,23 @@ class ResourceReconciler(_Status):
         parse_errors: dict[Request, str],
         holds: HoldIndex,
     ) -> None:
-        self.registry = registry
-        self.writer = writer
-        self.parse_errors = parse_errors
+        super().__init__(registry, writer, parse_errors)
         self.holds = holds
 
-    async def reconcile(self, request: Request, body: Body) -> bool:
-        gen, old, now = _generation(body), body.get("status") or {}, status.now_rfc3339()
-        error = self.parse_errors.get(request)
+    def build(self, request: Request, gen: int, old: Body, now: str) -> Body | None:
         res = self.registry.resource(request.ref.key)
-        if error or res is None:
-            new = status.invalid_status(gen, error or "not parsed", old, now)
-        else:
-            new = status.resource_status(
-                generation=gen,
-                errors=self.registry.validate_resource(request.ref.key),
-                holder=self.holds.get(res.meta.namespace, res.spec.uri),
-                old=old,
-                now=now,
-            )
-        return await write_status(self.writer, request, body, new)
+        if res is None:
+            return None
+        return status.resource_status(
+            generation=gen,
+            errors=self.registry.validate_resource(request.ref.key),
+            holder=self.holds.get(res.meta.namespace, res.spec.uri),
+            old=old,
+            now=now,
+        )
 
 
-class ToolReconciler(_Status):
+class ToolReconciler(StatusReconciler):
     """A Tool's status: whether each static slot names an existing, type-compatible Resource."""
 
     def __init__(
@@ -106,27 +114,21 @@ class ToolReconciler(_Status):
         parse_errors: dict[Request, str],
         events: EventRecorder,
     ) -> None:
-        self.registry = registry
-        self.writer = writer
-        self.parse_errors = parse_errors
+        super().__init__(registry, writer, parse_errors)
         self.events = events
 
-    async def reconcile(self, request: Request, body: Body) -> bool:
-        gen, old, now = _generation(body), body.get("status") or {}, status.now_rfc3339()
-        error = self.parse_errors.get(request)
+    def build(self, request: Request, gen: int, old: Body, now: str) -> Body | None:
         tool = self.registry.tool(request.ref.key)
-        if error or tool is None:
-            new = status.invalid_status(gen, error or "not parsed", old, now)
-        else:
-            new = status.tool_status(
-                generation=gen,
-                tool=tool.spec,
-                validation=self.registry.validate_tool(request.ref.key),
-                old=old,
-                now=now,
-            )
-        changed = await write_status(self.writer, request, body, new)
-        if changed:
-            for note in status.tool_events(old, new):
-                self.events.record(body, note)
-        return changed
+        if tool is None:
+            return None
+        return status.tool_status(
+            generation=gen,
+            tool=tool.spec,
+            validation=self.registry.validate_tool(request.ref.key),
+            old=old,
+            now=now,
+        )
+
+    def changed(self, body: Body, old: Body, new: Body) -> None:
+        for note in status.tool_events(old, new):
+            self.events.record(body, note)

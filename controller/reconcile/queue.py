@@ -10,19 +10,22 @@ import asyncio
 from collections.abc import Hashable
 from typing import Generic, TypeVar
 
+from controller.reconcile.clock import LOOP_CLOCK, Clock, Timer
+
 K = TypeVar("K", bound=Hashable)
 
 
 class WorkQueue(Generic[K]):
     """Deduplicating, with per-item exponential backoff for retries."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock = LOOP_CLOCK) -> None:
+        self.clock = clock
         self._queue: asyncio.Queue[K] = asyncio.Queue()
         self._pending: set[K] = set()
         self._active: set[K] = set()
         self._dirty: set[K] = set()
         self._failures: dict[K, int] = {}
-        self._timers: dict[K, asyncio.TimerHandle] = {}
+        self._timers: dict[K, Timer] = {}
 
     def __len__(self) -> int:
         return len(self._pending)
@@ -37,14 +40,13 @@ class WorkQueue(Generic[K]):
     def add_after(self, item: K, delay: float) -> None:
         """Add ``item`` in ``delay`` seconds. An item waits on one timer at most, the earliest
         asked for: retries scheduled from several passes never multiply."""
-        loop = asyncio.get_running_loop()
-        when = loop.time() + delay
+        when = self.clock.now() + delay
         timer = self._timers.get(item)
         if timer is not None:
             if timer.when() <= when:
                 return
             timer.cancel()
-        self._timers[item] = loop.call_at(when, self._due, item)
+        self._timers[item] = self.clock.call_at(when, lambda: self._due(item))
 
     def _due(self, item: K) -> None:
         self._timers.pop(item, None)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -32,6 +31,8 @@ class SessionOutcome:
     """The session as status reports it; None for an agent without a runtime."""
     launched: LaunchAction | None = None
     """Set when this pass launched or relaunched the session."""
+    requeue_after: float | None = None
+    """Seconds before a pass should look again (a session without a pod: nothing else tells)."""
 
 
 NO_SESSION = SessionOutcome(view=None)
@@ -49,13 +50,11 @@ class Sessions:
         store: Store,
         writer: Writer,
         *,
-        requeue: Callable[[Request, float], None],
         acks: Acknowledgements,
         service_account: str = "",
     ) -> None:
         self.store = store
         self.writer = writer
-        self.requeue = requeue
         self.acks = acks
         self.service_account = service_account
 
@@ -81,9 +80,9 @@ class Sessions:
         )
         await self.acks.ensure(by, agent, runtime, launching=plan.action is not LaunchAction.KEEP)
         if plan.action is LaunchAction.KEEP:
-            health, running = await self._health(by, ns, name, since=plan.launched_at)
+            health, running, recheck = await self._health(ns, name, since=plan.launched_at)
             view = status.SessionView(plan, running, plan.launched_hash, plan.launched_at, health)
-            return SessionOutcome(view)
+            return SessionOutcome(view, requeue_after=recheck)
         now = status.now_rfc3339()
         desired = builders.session_workload(
             agent,
@@ -108,17 +107,18 @@ class Sessions:
             generation=plan.desired_generation,
             trajectory=plan.desired_hash[:19],
         )
-        health, running = await self._health(by, ns, name, since=now, just_launched=True)
+        health, running, recheck = await self._health(ns, name, since=now, just_launched=True)
         launched = replace(
             plan, observed_generation=plan.desired_generation, launched_hash=plan.desired_hash
         )
         view = status.SessionView(launched, running, plan.desired_hash, now, health)
-        return SessionOutcome(view, plan.action)
+        return SessionOutcome(view, plan.action, recheck)
 
     async def stopped_or_acknowledged(self, by: Request, agent: dict[str, Any]) -> bool:
         """A deleted agent's session has let go of its work: its pod acknowledged the document
         without it, or it runs no more. Until then it is being stopped (fencing by
-        termination): its workload is deleted, and the pod's end brings the next pass."""
+        termination): its workload is deleted, and the pod's end brings the next pass (the
+        caller looks again after :attr:`recheck` seconds too)."""
         md = agent["metadata"]
         ns, name = md.get("namespace", ""), builders.session_name(md["name"])
         pod = self.store.get(api.PODS, f"{ns}/{name}-0")
@@ -139,22 +139,20 @@ class Sessions:
         if workload is not None and not (workload.get("metadata") or {}).get("deletionTimestamp"):
             log.info("stopping the session of a deleted agent", agent=f"{ns}/{md['name']}")
             await self.writer.delete_at(by, api.STATEFUL_SETS, workload)
-        self.requeue(by, self.recheck)
         return False
 
     async def _health(
-        self, by: Request, ns: str, name: str, *, since: str, just_launched: bool = False
-    ) -> tuple[SessionHealth, int | None]:
-        """The session pod's health, and the launch generation it runs (None: none runs)."""
+        self, ns: str, name: str, *, since: str, just_launched: bool = False
+    ) -> tuple[SessionHealth, int | None, float | None]:
+        """The session pod's health, the launch generation it runs (None: none runs), and when
+        to look again (without a pod: pod creation failures come as Events only)."""
         pod = self.store.get(api.PODS, f"{ns}/{name}-0")
         failed = ""
-        if pod is None:
-            self.requeue(by, self.recheck)  # pod creation failures come as Events only
-            if not just_launched:
-                failed = await self._failed_create(ns, name, since)
+        if pod is None and not just_launched:
+            failed = await self._failed_create(ns, name, since)
         health = session_health(pod, failed)
         ran = builders.launched_from_pod(pod) if pod is not None and health.running else None
-        return health, ran.generation if ran else None
+        return health, ran.generation if ran else None, self.recheck if pod is None else None
 
     async def _failed_create(self, ns: str, name: str, since: str) -> str:
         """The message of the StatefulSet's newest FailedCreate Event since ``since``."""

@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import time
 from collections.abc import Mapping
 from typing import Any
 
 import structlog
+import structlog.contextvars
 
 from controller.domain.refs import Kind, Request
 from controller.k8s import api
 from controller.k8s.api import ApiError
 from controller.reconcile import metrics
+from controller.reconcile.clock import Timer
 from controller.reconcile.kinds import Reconciler
 from controller.reconcile.queue import WorkQueue
+from controller.reconcile.result import Result
 from controller.reconcile.store import Store
 from controller.reconcile.writer import ForeignObjectError, StaleWriteError
 
@@ -25,7 +30,9 @@ class WorkerPool:
     """``workers`` tasks dispatching queued requests through a table of per-kind reconcilers.
 
     A failed pass is retried with per-request exponential backoff; a request is never run twice
-    at once (the queue guarantees it).
+    at once (the queue guarantees it). A pass that asks to be looked at again
+    (``Result.requeue_after``) is requeued here, and only here. Every log line of a pass
+    carries its kind, key and pass id (bound once per pass with structlog's contextvars).
 
     While the API server is away (no answer, or 503 while it starts or stops), every pass fails
     and its backoff grows towards a minute; so that none of them waits that long once it is
@@ -51,8 +58,10 @@ class WorkerPool:
         self._tasks: list[asyncio.Task[None]] = []
         self._parked: set[Request] = set()
         self._probe: Request | None = None
-        self._release: asyncio.TimerHandle | None = None
+        self._release: Timer | None = None
+        self.clock = queue.clock
         self._released_at = float("-inf")
+        self._passes = itertools.count(1)
 
     def start(self) -> None:
         self._tasks = [
@@ -73,30 +82,32 @@ class WorkerPool:
         while True:
             request = await self.queue.get()
             metrics.QUEUE_DEPTH.set(len(self.queue))
-            try:
-                await self.process(request)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                delay = self._retry_delay(request, exc)
-                metrics.RECONCILES.labels(request.kind.value, "error").inc()
-                # An API refusal is expected now and then (conflicts, a webhook, RBAC); anything
-                # else is a bug worth its traceback. Either way the request is retried with backoff.
-                expected = isinstance(exc, ApiError | StaleWriteError | ForeignObjectError)
-                report = log.warning if expected else log.exception
-                report(
-                    "reconcile failed; retrying",
-                    kind=request.kind.value,
-                    key=request.ref.key,
-                    retry_in=delay,
-                    error=str(exc),
-                )
-                self.queue.add_after(request, delay)
-            else:
-                self.queue.forget(request)
-                self._answered(request)
-            finally:
-                self.queue.done(request)
+            with self._pass(request):
+                try:
+                    await self._run(request)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    delay = self._retry_delay(request, exc)
+                    metrics.RECONCILES.labels(request.kind.value, "error").inc()
+                    # An API refusal is expected now and then (conflicts, a webhook, RBAC);
+                    # anything else is a bug worth its traceback. Either way the request is
+                    # retried with backoff.
+                    expected = isinstance(exc, ApiError | StaleWriteError | ForeignObjectError)
+                    report = log.warning if expected else log.exception
+                    report("reconcile failed; retrying", retry_in=delay, error=str(exc))
+                    self.queue.add_after(request, delay)
+                else:
+                    self.queue.forget(request)
+                    self._answered(request)
+                finally:
+                    self.queue.done(request)
+
+    def _pass(self, request: Request) -> contextlib.AbstractContextManager[object]:
+        """The log context of one pass: every line logged during it names the pass."""
+        return structlog.contextvars.bound_contextvars(
+            kind=request.kind.value, key=request.ref.key, pass_id=next(self._passes)
+        )
 
     def _retry_delay(self, request: Request, exc: Exception) -> float:
         delay = self.queue.retry_delay(request)
@@ -115,39 +126,48 @@ class WorkerPool:
         if request == self._probe:
             self._probe = None
         if self._parked and self._release is None:
-            loop = asyncio.get_running_loop()
-            wait = max(0.0, self._released_at + self.probe_seconds - loop.time())
-            self._release = loop.call_later(wait, self._release_parked)
+            now = self.clock.now()
+            wait = max(0.0, self._released_at + self.probe_seconds - now)
+            self._release = self.clock.call_at(now + wait, self._release_parked)
 
     def _release_parked(self) -> None:
         self._release = None
-        self._released_at = asyncio.get_running_loop().time()
+        self._released_at = self.clock.now()
         parked, self._parked, self._probe = self._parked, set(), None
         log.info("the API server answers again; retrying the passes it failed", count=len(parked))
         for item in parked:
             self.queue.forget(item)
             self.queue.add(item)
 
-    async def process(self, request: Request) -> None:
-        """Run one pass for ``request`` (nothing if its object is no longer in the view)."""
+    async def process(self, request: Request) -> Result | None:
+        """Run one pass for ``request`` now, outside the workers (for tools and benchmarks)."""
+        with self._pass(request):
+            return await self._run(request)
+
+    async def _run(self, request: Request) -> Result | None:
+        """One pass for ``request`` (nothing but clean-up if its object is no longer in the
+        view), and the requeue it asks for; what it came to (None: the object is gone)."""
         started = time.perf_counter()
         body = self.store.get(api.ENDPOINTS[request.kind], request.ref.key)
         reconciler = self.reconcilers[request.kind]
         if body is None:
             await reconciler.gone(request)
-            return
-        changed = await reconciler.reconcile(request, body)
+            return None
+        result = await reconciler.reconcile(request, body)
+        if result.requeue_after is not None:
+            self.queue.add_after(request, result.requeue_after)
         elapsed = time.perf_counter() - started
-        outcome = "changed" if changed else "unchanged"
+        outcome = "changed" if result.changed else "unchanged"
         metrics.RECONCILES.labels(request.kind.value, outcome).inc()
         metrics.RECONCILE_SECONDS.labels(request.kind.value).observe(elapsed)
         md: dict[str, Any] = body.get("metadata") or {}
-        (log.info if changed else log.debug)(
+        (log.info if result.changed else log.debug)(
             "reconciled",
-            kind=request.kind.value,
             namespace=md.get("namespace", ""),
             name=md.get("name"),
             generation=md.get("generation"),
             outcome=outcome,
+            requeue_after=result.requeue_after,
             ms=round(elapsed * 1000, 2),
         )
+        return result

@@ -24,7 +24,7 @@ from prometheus_client import start_http_server
 
 from controller.k8s.api import AGENTS, ApiError, KubeApi, load_api_client
 from controller.reconcile import Controller
-from controller.reconcile.resync import Listing
+from controller.reconcile.catchup import Listing
 from controller.runtime import handlers, logs
 from controller.runtime.leader import LeaderElector, LeadershipLostError
 from controller.runtime.preflight import (

@@ -5,12 +5,16 @@ The API here is an in-memory stand-in that numbers versions like etcd and can re
 once; it pins the *order* of a pass in milliseconds. That the API server itself behaves this way
 (create-if-absent, preconditions, generation bumps) is proven against the real one in
 tests/integration/.
+
+Every numbered step of the pass (controller/reconcile/agent.py's docstring) is covered by rows
+named in :data:`STEPS`; each step has a row that fails when the step is removed or moved.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,9 +26,13 @@ from controller.domain.work import hold_name
 from controller.k8s import api
 from controller.k8s.api import ApiError
 from controller.reconcile import Controller
+from controller.reconcile import agent as agent_pass
+from controller.reconcile.clock import LOOP_CLOCK, Clock
+from controller.reconcile.result import Result
 from controller.reconcile.resync import missed, vanished
 from controller.reconcile.writer import ForeignObjectError
 from harness.fakes import ScriptedApi
+from tests.unit.virtual_clock import VirtualClock
 
 NS = "team"
 Body = dict[str, Any]
@@ -46,9 +54,9 @@ def agent(name: str, work: str | None = None, *, review: str | None = None) -> B
     }
 
 
-def world(*agents: Body) -> tuple[Controller, ScriptedApi]:
+def world(*agents: Body, clock: Clock = LOOP_CLOCK) -> tuple[Controller, ScriptedApi]:
     fake = ScriptedApi()
-    c = Controller(fake)  # type: ignore[arg-type]
+    c = Controller(fake, clock=clock)  # type: ignore[arg-type]
     c.observe(api.RESOURCE_TYPES, fake.seed(api.RESOURCE_TYPES, _type("issue")))
     for body in agents:
         c.observe(api.AGENTS, fake.seed(api.AGENTS, body))
@@ -65,11 +73,14 @@ def _type(name: str) -> Body:
     }
 
 
-async def run(c: Controller, *names: str) -> None:
+async def run(c: Controller, *names: str) -> Result | None:
+    """One pass of each agent named, in order; what the last one came to."""
+    result = None
     for name in names:
-        await c.process(Request.agent(f"{NS}/{name}"))
+        result = await c.process(Request.agent(f"{NS}/{name}"))
     await asyncio.sleep(0)  # let the event poster run
     await c.events.stop()
+    return result
 
 
 def edit(c: Controller, fake: ScriptedApi, body: Body) -> None:
@@ -106,6 +117,13 @@ class Case:
     states: dict[str, str]
     refuse: dict[Write, int] = field(default_factory=dict)
     events: list[str] = field(default_factory=list)
+    requeue: float | None = None
+    """When the last pass asks to be looked at again (None: it does not)."""
+
+
+def with_runtime(body: Body) -> Body:
+    body["spec"]["runtime"] = {"image": "example/agent:1"}
+    return body
 
 
 CASES = [
@@ -158,6 +176,21 @@ CASES = [
         refuse={("create", "leases", LEASE): 409},
         events=["WaitingForWork"],
     ),
+    Case(
+        "session: launched only once its bindings exist, then status",
+        (with_runtime(agent("a", X)),),
+        ("a",),
+        [
+            ("patch", "agentspecs", "a"),
+            ("create", "leases", LEASE),
+            ("create", "configmaps", "a-bindings"),
+            ("create", "statefulsets", "a-session"),
+            ("status", "agentspecs", "a"),
+        ],
+        {"a": "Working"},
+        events=["Launched", "AcquiredWork"],
+        requeue=5.0,  # no pod yet: a pod that fails to be created shows in Events only
+    ),
 ]
 
 
@@ -167,11 +200,56 @@ async def test_one_pass(case: Case) -> None:
     fake.refuse = dict(case.refuse)
     if case.refuse:  # someone else holds the lease, but it is not in our view yet
         fake.seed(api.LEASES, hold_body("zed"))
-    await run(c, *case.run)
+    result = await run(c, *case.run)
     assert fake.writes == case.writes
+    assert result is not None
+    assert result.requeue_after == case.requeue
     states = {n: c.store.get(api.AGENTS, f"{NS}/{n}")["status"]["state"] for n in case.states}  # type: ignore[index]
     assert states == case.states
     assert fake.events == case.events
+
+
+def session_pod(fake: ScriptedApi, agent_name: str) -> Body:
+    """The running pod of an agent's session, as its StatefulSet made it (no delivery sidecar:
+    it cannot acknowledge a document)."""
+    sts = fake.objects[("statefulsets", NS, f"{agent_name}-session")]
+    template = sts["spec"]["template"]
+    owner = {"kind": "StatefulSet", "name": sts["metadata"]["name"], "uid": sts["metadata"]["uid"]}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            **template["metadata"],
+            "name": f"{agent_name}-session-0",
+            "namespace": NS,
+            "uid": f"{agent_name}-pod-uid",
+            "resourceVersion": str(next(fake._rv)),
+            "ownerReferences": [{**owner, "controller": True}],
+        },
+        "spec": template["spec"],
+        "status": {
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "containerStatuses": [{"name": "agent", "ready": True, "state": {"running": {}}}],
+        },
+    }
+
+
+async def test_a_hold_is_released_only_once_the_session_has_let_go() -> None:
+    """Step 4's gate: the work URI leaves the running session's document, but the hold stays
+    while that session (one that cannot acknowledge) may still work on it; the pass asks to be
+    looked at again when the grace period is over."""
+    c, fake = world(with_runtime(agent("a", X)))
+    await run(c, "a")
+    c.observe(api.PODS, session_pod(fake, "a"))
+    edit(c, fake, with_runtime(agent("a", review=X)))
+    c.queue.drain()
+    fake.writes.clear()
+    result = await run(c, "a")
+    assert fake.writes == [("patch", "configmaps", "a-bindings"), ("status", "agentspecs", "a")]
+    assert ("leases", NS, LEASE) in fake.objects  # not released yet
+    assert result is not None
+    assert result.requeue_after == pytest.approx(c.acks.grace, abs=1.0)
 
 
 async def test_handoff_goes_a_then_no_holder_then_b() -> None:
@@ -441,8 +519,8 @@ async def test_a_holder_deleted_with_orphan_propagation_still_withdraws_before_r
     assert X not in fake.objects[("configmaps", NS, "a-bindings")]["data"]["bindings.json"]
 
 
-async def test_a_long_listing_is_swept_once_after_it_ends() -> None:
-    c, _ = world()
+async def test_a_long_listing_is_swept_once_after_it_ends(clock: VirtualClock) -> None:
+    c, _ = world(clock=clock)
     sweeps: list[Any] = []
 
     async def sweep(endpoint: Any) -> int:
@@ -453,8 +531,9 @@ async def test_a_long_listing_is_swept_once_after_it_ends() -> None:
     c.sweeper.settle = 0.05
     for _ in range(8):  # kopf's listing goes on for longer than `settle`
         c.relisted(api.RESOURCES)
-        await asyncio.sleep(0.02)
-    await asyncio.sleep(0.15)
+        await clock.advance(0.02)
+    assert sweeps == []
+    await clock.advance(0.15)
     assert sweeps == [api.RESOURCES]
 
 
@@ -532,3 +611,56 @@ async def test_what_an_earlier_agent_of_the_same_name_left_is_taken_over_at_once
     (owner,) = fake.objects[("configmaps", NS, "a-bindings")]["metadata"]["ownerReferences"]
     assert owner["uid"] == "a-uid"
     assert c.store.get(api.AGENTS, f"{NS}/a")["status"]["state"] == "Idle"  # type: ignore[index]
+
+
+# ------------------------------------------------------------------------------ the steps
+
+STEPS: dict[str, list[str]] = {
+    "finalizer": [
+        "work: finalizer, acquire, deliver, status, in that order",
+        "a second claimant waits without writing a hold",
+    ],
+    "acquire": [
+        "work: finalizer, acquire, deliver, status, in that order",
+        "losing the create race (409) means waiting, not an error",
+        "test_a_forged_lease_in_the_holds_place_is_removed_then_the_uri_acquired",
+    ],
+    "deliver": [
+        "an idle agent gets its bindings, then its status",
+        "work: finalizer, acquire, deliver, status, in that order",
+        "test_an_orphan_left_by_an_earlier_agent_of_the_same_name_is_adopted",
+    ],
+    "release": [
+        "test_handoff_goes_a_then_no_holder_then_b",
+        "test_a_hold_is_released_only_once_the_session_has_let_go",
+        "test_a_hold_whose_namespace_is_going_away_outlives_the_holders_bindings",
+    ],
+    "drop finalizer": ["test_handoff_goes_a_then_no_holder_then_b"],
+    "session": [
+        "session: launched only once its bindings exist, then status",
+        "test_a_deleted_agent_whose_event_was_lost_leaves_the_view_on_its_next_write",
+    ],
+    "status": [
+        "an idle agent gets its bindings, then its status",
+        "test_a_pass_the_api_server_refuses_still_writes_status",
+        "test_an_object_that_is_not_bindery_s_is_never_written",
+    ],
+    "events": [
+        "work: finalizer, acquire, deliver, status, in that order",
+        "session: launched only once its bindings exist, then status",
+    ],
+    "deleted": ["test_a_holder_deleted_with_orphan_propagation_still_withdraws_before_releasing"],
+}
+"""Each step of the pass (as agent.py's docstring names it) -> the rows (CASES names) and tests
+of this module that fail when the step is removed or moved out of its place."""
+
+
+def test_every_step_of_the_pass_is_covered_by_rows_that_exist() -> None:
+    doc = agent_pass.__doc__ or ""
+    numbered = re.findall(r"^\d+\. \*\*(.+?)\*\*", doc, flags=re.MULTILINE)
+    assert numbered == list(STEPS)[:-1], "agent.py's steps and this table differ"
+    assert "A deleted agent" in doc
+    rows = {case.name for case in CASES} | {name for name in globals() if name.startswith("test_")}
+    for step, covering in STEPS.items():
+        assert covering, f"step {step!r} has no row"
+        assert set(covering) <= rows, f"step {step!r} names rows that do not exist"

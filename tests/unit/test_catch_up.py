@@ -2,7 +2,8 @@
 
 The bodies come from the watches (kopf's listing); what they do not deliver is settled by a
 listing and reads of the controller's own, so a deletion between the two listings cannot hold
-start-up forever and nothing listed is missing from the first pass.
+start-up forever and nothing listed is missing from the first pass. Time is virtual (the
+``clock`` fixture): the stalls and the watches' pace are moved through, not slept.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ import pytest
 
 from controller.k8s import api
 from controller.k8s.api import Endpoint
-from controller.reconcile.resync import Sweeper, behind
+from controller.reconcile.catchup import CatchUp, behind
+from controller.reconcile.resync import Sweeper
 from controller.reconcile.store import Store
 from harness.fakes import NS, ListingApi
+from tests.unit.virtual_clock import VirtualClock
 
 Body = dict[str, Any]
 
@@ -32,13 +35,33 @@ def body(name: str, rv: int) -> Body:
     }
 
 
-def sweeper(server: ListingApi) -> tuple[Sweeper, Store]:
-    store = Store()
-
+def observing(store: Store) -> Any:
     def observe(endpoint: Endpoint, found: Body, deleted: bool) -> None:
         store.put(endpoint, found)
 
-    return Sweeper(server, store, observe, kinds=[(api.AGENTS, "")], namespaces=[NS]), store  # type: ignore[arg-type]
+    return observe
+
+
+def sweeper(server: ListingApi) -> tuple[Sweeper, Store]:
+    store = Store()
+    kinds = [(api.AGENTS, "")]
+    return Sweeper(server, store, observing(store), kinds=kinds, namespaces=[NS]), store  # type: ignore[arg-type]
+
+
+def catching_up(
+    server: ListingApi, clock: VirtualClock, sweeps: Sweeper | None = None
+) -> tuple[CatchUp, Store]:
+    store = sweeps.store if sweeps else Store()
+    c = CatchUp(
+        server,  # type: ignore[arg-type]
+        store,
+        observing(store),
+        kinds=[(api.AGENTS, "")],
+        namespaces=[NS],
+        read_directly=sweeps.read_directly if sweeps else lambda endpoint: None,
+        clock=clock,
+    )
+    return c, store
 
 
 def test_behind_names_what_the_view_lacks_or_holds_older() -> None:
@@ -48,84 +71,88 @@ def test_behind_names_what_the_view_lacks_or_holds_older() -> None:
     assert behind({"team/a": body("a", 8)}, {"team/a": "7"}) == {}
 
 
-async def test_what_the_watches_deliver_is_not_read_again() -> None:
+async def test_what_the_watches_deliver_is_not_read_again(clock: VirtualClock) -> None:
     server = ListingApi({n: body(n, rv) for n, rv in (("a", 10), ("b", 11), ("c", 12))})
-    s, store = sweeper(server)
+    s, store = catching_up(server, clock)
     listing = await s.listing()
 
     async def watches() -> None:  # kopf's listing, one object at a time
         for name in ("a", "b", "c"):
-            await asyncio.sleep(0.02)
+            await clock.sleep(0.02)
             store.put(api.AGENTS, body(name, server.objects[name]["metadata"]["resourceVersion"]))
 
     delivering = asyncio.create_task(watches())
-    await asyncio.wait_for(s.catch_up(listing, stall=5.0, poll=0.01), 2.0)
+    await clock.run(s.catch_up(listing, stall=5.0, poll=0.01), 2.0)
     await delivering
     assert server.requests == ["list_versions"]
     assert set(store.of(api.AGENTS)) == {"team/a", "team/b", "team/c"}
 
 
-async def test_an_object_deleted_between_the_listings_does_not_hold_start_up() -> None:
+async def test_an_object_deleted_between_the_listings_does_not_hold_start_up(
+    clock: VirtualClock,
+) -> None:
     server = ListingApi({n: body(n, rv) for n, rv in (("a", 10), ("gone", 11))})
-    s, store = sweeper(server)
+    s, store = catching_up(server, clock)
     listing = await s.listing()
     del server.objects["gone"]  # deleted before kopf lists: no watch will ever deliver it
     store.put(api.AGENTS, body("a", 10))
-    await asyncio.wait_for(s.catch_up(listing, stall=0.05, poll=0.01), 2.0)
+    await clock.run(s.catch_up(listing, stall=0.05, poll=0.01), 2.0)
     assert server.requests == ["list_versions", "list_versions"]  # no read of what is gone
     assert "team/gone" not in store.of(api.AGENTS)
 
 
-async def test_what_the_watches_never_deliver_is_read_directly() -> None:
+async def test_what_the_watches_never_deliver_is_read_directly(clock: VirtualClock) -> None:
     server = ListingApi({n: body(n, rv) for n, rv in (("a", 10), ("b", 11))})
-    s, store = sweeper(server)
+    s, store = catching_up(server, clock)
     listing = await s.listing()
     server.objects["b"] = body("b", 15)  # changed meanwhile: the newer version is read
-    await asyncio.wait_for(s.catch_up(listing, stall=0.05, poll=0.01), 2.0)
+    await clock.run(s.catch_up(listing, stall=0.05, poll=0.01), 2.0)
     assert server.requests == ["list_versions", "list_versions", "get", "get"]
     assert store.get(api.AGENTS, "team/b") == body("b", 15)
 
 
-async def test_many_missing_objects_are_read_with_one_list() -> None:
+async def test_many_missing_objects_are_read_with_one_list(clock: VirtualClock) -> None:
     server = ListingApi({f"a{i}": body(f"a{i}", 100 + i) for i in range(50)})
-    s, store = sweeper(server)
-    await asyncio.wait_for(s.catch_up(await s.listing(), stall=0.0, poll=0.01), 2.0)
+    s, store = catching_up(server, clock)
+    await clock.run(s.catch_up(await s.listing(), stall=0.0, poll=0.01), 2.0)
     assert server.requests == ["list_versions", "list_all"]
     assert len(store.of(api.AGENTS)) == 50
 
 
-async def test_an_api_server_away_while_catching_up_is_tried_again() -> None:
+async def test_an_api_server_away_while_catching_up_is_tried_again(clock: VirtualClock) -> None:
     server = ListingApi({"a": body("a", 10)})
-    s, store = sweeper(server)
+    s, store = catching_up(server, clock)
     listing = await s.listing()
     server.fail = 2
-    await asyncio.wait_for(s.catch_up(listing, stall=0.02, poll=0.01), 2.0)
+    await clock.run(s.catch_up(listing, stall=0.02, poll=0.01), 2.0)
     assert store.get(api.AGENTS, "team/a") == body("a", 10)
     assert server.requests.count("list_versions") == 4  # two refused, then settled
 
 
-async def test_catching_up_waits_while_the_watches_make_progress() -> None:
+async def test_catching_up_waits_while_the_watches_make_progress(clock: VirtualClock) -> None:
     server = ListingApi({f"a{i}": body(f"a{i}", 100 + i) for i in range(5)})
-    s, store = sweeper(server)
+    s, store = catching_up(server, clock)
     listing = await s.listing()
 
     async def slow_watches() -> None:  # slower in all than the stall, never stalled itself
         for i in range(5):
-            await asyncio.sleep(0.04)
+            await clock.sleep(0.04)
             store.put(api.AGENTS, body(f"a{i}", 100 + i))
 
     delivering = asyncio.create_task(slow_watches())
-    await asyncio.wait_for(s.catch_up(listing, stall=0.1, poll=0.01), 2.0)
+    await clock.run(s.catch_up(listing, stall=0.1, poll=0.01), 2.0)
     await delivering
     assert server.requests == ["list_versions"]
 
 
 @pytest.mark.parametrize("stored_rv", [10, 12])
-async def test_a_version_at_or_past_the_listing_is_caught_up(stored_rv: int) -> None:
+async def test_a_version_at_or_past_the_listing_is_caught_up(
+    stored_rv: int, clock: VirtualClock
+) -> None:
     server = ListingApi({"a": body("a", 10)})
-    s, store = sweeper(server)
+    s, store = catching_up(server, clock)
     store.put(api.AGENTS, body("a", stored_rv))
-    await asyncio.wait_for(s.catch_up(await s.listing(), stall=5.0, poll=0.01), 1.0)
+    await clock.run(s.catch_up(await s.listing(), stall=5.0, poll=0.01), 1.0)
     assert server.requests == ["list_versions"]
 
 
@@ -165,13 +192,16 @@ def test_a_listing_begun_again_without_a_watch_event_is_swept() -> None:
     assert sweeps == [api.AGENTS, api.AGENTS]
 
 
-async def test_the_first_listing_is_swept_once_catching_up_read_objects_itself() -> None:
+async def test_the_first_listing_is_swept_once_catching_up_read_objects_itself(
+    clock: VirtualClock,
+) -> None:
     """What catching up read directly did not come from kopf's listing: kopf may list after
     one of them is deleted, so that listing must be swept."""
     server = ListingApi({"a": body("a", 10)})
     s, store = sweeper(server)
     sweeps = swept(s)
-    await asyncio.wait_for(s.catch_up(await s.listing(), stall=0.0, poll=0.01), 2.0)
+    c, _ = catching_up(server, clock, s)
+    await clock.run(c.catch_up(await c.listing(), stall=0.0, poll=0.01), 2.0)
     assert "team/a" in store.of(api.AGENTS)
     s.listed(api.AGENTS, f"{NS}/b")
     assert sweeps == [api.AGENTS]

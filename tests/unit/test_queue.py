@@ -1,12 +1,14 @@
-"""The deduplicating work queue (client-go workqueue semantics)."""
+"""The deduplicating work queue (client-go workqueue semantics).
+
+Timing runs on a virtual clock (the ``clock`` fixture): no test here sleeps on the wall clock.
+"""
 
 from __future__ import annotations
 
 import asyncio
 
-import pytest
-
 from controller.reconcile.queue import WorkQueue
+from tests.unit.virtual_clock import VirtualClock
 
 
 async def get_now(q: WorkQueue[str]) -> str:
@@ -15,8 +17,13 @@ async def get_now(q: WorkQueue[str]) -> str:
 
 
 async def assert_empty(q: WorkQueue[str]) -> None:
-    with pytest.raises(TimeoutError):
-        await asyncio.wait_for(q.get(), timeout=0.05)
+    """Nothing is handed out, however long the loop runs what is ready."""
+    taking = asyncio.create_task(q.get())
+    await VirtualClock.settle()
+    ready = taking.done()
+    taking.cancel()
+    await asyncio.gather(taking, return_exceptions=True)
+    assert not ready, "the queue handed out an item"
 
 
 async def test_new_queue_is_idle_and_empty() -> None:
@@ -116,7 +123,7 @@ async def test_concurrent_workers_never_process_one_item_twice() -> None:
     for _ in range(200):
         if q.idle and len(processed) >= 5:
             break
-        await asyncio.sleep(0.001)
+        await asyncio.sleep(0)  # yield to the workers
     for t in tasks:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
@@ -125,32 +132,35 @@ async def test_concurrent_workers_never_process_one_item_twice() -> None:
     assert len(processed) > 2  # the mid-processing changes were not lost
 
 
-async def test_add_after_adds_later() -> None:
-    q: WorkQueue[str] = WorkQueue()
+async def test_add_after_adds_later(clock: VirtualClock) -> None:
+    q: WorkQueue[str] = WorkQueue(clock)
     q.add_after("a", 0.3)
     assert len(q) == 0
+    await clock.advance(0.29)
     await assert_empty(q)
-    assert await asyncio.wait_for(q.get(), timeout=1.0) == "a"
+    await clock.advance(0.01)
+    assert await get_now(q) == "a"
 
 
-async def test_add_after_dedups_with_pending() -> None:
-    q: WorkQueue[str] = WorkQueue()
+async def test_add_after_dedups_with_pending(clock: VirtualClock) -> None:
+    q: WorkQueue[str] = WorkQueue(clock)
     q.add("a")
     q.add_after("a", 0.01)
-    await asyncio.sleep(0.05)
+    await clock.advance(0.05)
     assert len(q) == 1
 
 
-async def test_an_item_waits_on_one_timer_the_earliest() -> None:
+async def test_an_item_waits_on_one_timer_the_earliest(clock: VirtualClock) -> None:
     """Retries asked for by several passes never multiply into several timers."""
-    q: WorkQueue[str] = WorkQueue()
+    q: WorkQueue[str] = WorkQueue(clock)
     q.add_after("a", 0.2)
     q.add_after("a", 0.05)  # earlier: replaces the first
     q.add_after("a", 0.3)  # later: the earlier one stands
-    assert await asyncio.wait_for(q.get(), timeout=0.15) == "a"
+    await clock.advance(0.05)
+    assert await get_now(q) == "a"
     q.done("a")
     await assert_empty(q)  # the replaced and the later ask added nothing more
-    await asyncio.sleep(0.3)
+    await clock.advance(0.3)
     assert len(q) == 0
 
 
