@@ -2,6 +2,7 @@
 
     .venv/bin/python -m chaos [--runs 20] [--agents 50] [--per-uri 5] [--seconds 30]
                               [--seed N] [--no-kill-controller] [--restart-apiserver]
+                              [--no-sessions] [--acknowledging-share 0.5]
                               [--settle 30] [--out DIR] [--json]
 
 One local control plane serves every run; each run gets a fresh namespace and its own controller
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import random
 import re
@@ -20,6 +22,8 @@ import tempfile
 import time
 from dataclasses import asdict, fields
 from pathlib import Path
+
+import structlog
 
 from chaos.churn import RESOURCE_TYPE
 from chaos.plane import ApiServer
@@ -53,6 +57,21 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         default=False,
         help="kill, stop or freeze the kube-apiserver once per run (default off)",
     )
+    p.add_argument(
+        "--sessions",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="simulated delivery sidecars acknowledge for the session pods, and the controller "
+        "waits for them before it releases a hold (default on); off: no sidecar, holds are "
+        "released as soon as the document without them is written",
+    )
+    p.add_argument(
+        "--acknowledging-share",
+        type=float,
+        default=0.5,
+        help="share of the simulated sessions whose runtime applies documents (default 0.5); "
+        "the others only have them delivered",
+    )
     p.add_argument("--settle", type=float, default=30.0, help="max seconds to wait after churn")
     p.add_argument("--out", default="", help="directory for per-run logs (default: a temp dir)")
     p.add_argument("--controller-log-level", default="INFO")
@@ -74,7 +93,9 @@ def line(r: RunResult) -> str:
         f"{r.versions} versions ({r.versions_by_kind.get('ConfigMap', 0)} cm, "
         f"{r.versions_by_kind.get('Lease', 0)} lease), gaps {r.gaps} | exclusivity "
         f"{r.exclusivity}, without-hold {r.without_hold} ({r.in_namespace_deletion} in ns "
-        f"deletion), stuck {r.stuck}, lost {r.lost_updates}"
+        f"deletion), acknowledged exclusivity {r.acknowledged_exclusivity} ("
+        f"{r.acknowledgements} acks, {r.unknown_digests} unknown), stuck {r.stuck}, lost "
+        f"{r.lost_updates}"
         f", unintended relaunches {r.unintended_relaunches} (intended {r.intended_relaunches}"
         f" for {r.relaunch_raises} raises, {r.pods_recreated_in_place} in place) | converged "
         f"{conv}, kills {r.controller_kills}, exits {r.controller_exits}, "
@@ -91,6 +112,9 @@ def totals(results: list[RunResult]) -> dict[str, object]:
         "versions",
         "exclusivity",
         "without_hold",
+        "acknowledged_exclusivity",
+        "acknowledgements",
+        "unknown_digests",
         "stuck",
         "lost_updates",
         "unintended_relaunches",
@@ -196,7 +220,11 @@ def main(argv: list[str] | None = None) -> int:
         restart_apiserver=args.restart_apiserver,
         settle=args.settle,
         controller_log_level=args.controller_log_level,
+        sessions=args.sessions,
+        acknowledging_share=args.acknowledging_share,
     )
+    # The simulated sidecars run the real sidecar's code, which logs every delivery.
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     seed = args.seed if args.seed is not None else int(time.time())
     out_dir = Path(args.out or tempfile.mkdtemp(prefix="bindery-chaos-"))
     out_dir.mkdir(parents=True, exist_ok=True)

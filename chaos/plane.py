@@ -35,9 +35,14 @@ class Controller(ControllerProcess):
     did not cause (a supervisor would restart them)."""
 
     def __init__(
-        self, kubeconfig: str, namespace: str, log_dir: Path, log_level: str = "INFO"
+        self,
+        kubeconfig: str,
+        namespace: str,
+        log_dir: Path,
+        log_level: str = "INFO",
+        args: tuple[str, ...] = ("--standalone",),
     ) -> None:
-        super().__init__(kubeconfig, namespace, log_dir, log_level=log_level)
+        super().__init__(kubeconfig, namespace, log_dir, args=args, log_level=log_level)
         self.kills = 0
         self.exits: list[str] = []
         """Starts that ended without the harness's signal (a supervisor would restart them)."""

@@ -9,7 +9,13 @@ Invariants checked at every revision (after the version at that revision is appl
 * **exclusivity**: no two agents' delivered bindings documents (ConfigMap ``bindings.json``)
   carry the same URI as their ``work`` binding;
 * **delivered-without-hold**: an agent's document carries work URI X only while the hold Lease
-  for X exists and names that agent.
+  for X exists and names that agent;
+* **acknowledged-exclusivity**: no two agents' sessions have acknowledged documents that carry
+  the same ``work`` URI. A session's acknowledged document is the one its record on the
+  acknowledgement Lease (``bindery-ack-<agent>``) confirms (applied, or only delivered when its
+  runtime does not acknowledge), while the pod named by the record's uid is the agent's session
+  pod and runs (not Succeeded or Failed: the controller's own reading); its digest is mapped to
+  the ConfigMap version whose ``bindings.json`` has that digest.
 
 And over the whole stream:
 
@@ -27,6 +33,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from controller.domain import acknowledgement as ack
 from controller.domain.delivery import BINDINGS_FILE, delivered_work_uris
 from controller.domain.work import hold_name
 from controller.k8s.builders import (
@@ -35,6 +42,7 @@ from controller.k8s.builders import (
     HOLDER_UID_ANNOTATION,
     LAUNCH_GENERATION_ANNOTATION,
     URI_ANNOTATION,
+    session_pod_of,
 )
 
 Body = dict[str, Any]
@@ -137,6 +145,11 @@ class Replay:
     """Raises of spec.relaunchGeneration seen on agents that have a runtime."""
     workload_creations: Counter[str] = field(default_factory=Counter)
     """StatefulSet creations per agent uid (more than one: the controller recreated it)."""
+    acknowledgements: int = 0
+    """Versions of acknowledgement Leases that carry a session pod's record."""
+    unknown_digests: set[str] = field(default_factory=set)
+    """Digests acknowledged that no recorded ConfigMap version had (a recording gap): such an
+    acknowledged document is taken to carry no work URI."""
 
     def of(self, invariant: str) -> list[Episode]:
         return [e for e in self.episodes if e.invariant == invariant]
@@ -157,6 +170,7 @@ class Replay:
 
 EXCLUSIVITY = "exclusivity"
 WITHOUT_HOLD = "delivered-without-hold"
+ACKNOWLEDGED_EXCLUSIVITY = "acknowledged-exclusivity"
 
 
 def _agent_of_config_map(body: Body) -> str | None:
@@ -194,6 +208,29 @@ class _Windows:
             ep.end_rv, ep.end_at = rv, at
 
 
+def acknowledged_digest(record: ack.Acknowledgement) -> str:
+    """The document a session is taken to use, by its record: the one the record confirms
+    (:meth:`~controller.domain.acknowledgement.Acknowledgement.confirms`): applied, when its
+    runtime acknowledges; else the one delivered to its file."""
+    return record.applied_digest if record.acknowledges else record.delivered_digest
+
+
+@dataclass(frozen=True)
+class _Document:
+    """A bindings document as first recorded: its work URIs, ConfigMap and revision."""
+
+    uris: frozenset[str]
+    config_map: str
+    rv: int
+
+
+@dataclass(frozen=True)
+class _SessionPod:
+    agent: str
+    name: str
+    running: bool
+
+
 class _Replayer:
     """The namespace as of one revision, and what has been found so far."""
 
@@ -210,6 +247,11 @@ class _Replayer:
             str, tuple[str, str, str, str]
         ] = {}  # agent uid -> (pod, gen, rev, sts)
         self.relaunch: dict[str, int] = {}  # agent uid -> last seen relaunchGeneration
+        self.documents: dict[str, _Document] = {}  # digest -> the document
+        self.acked: dict[str, tuple[ack.Acknowledgement, int]] = {}  # agent -> (record, rv)
+        self.session_pods: dict[str, _SessionPod] = {}  # pod uid -> its agent and state
+        self.pod_uids: dict[str, str] = {}  # session pod name -> uid
+        self.acknowledged = _Windows(ACKNOWLEDGED_EXCLUSIVITY, self.result.episodes)
 
     def apply(self, v: Version) -> None:
         self.result.versions += 1
@@ -223,6 +265,8 @@ class _Replayer:
         }.get(v.kind)
         if handler is not None and handler(v):
             _check(self.delivered, self.holds, self.exclusive, self.without_hold, v)
+        if v.kind in (CONFIG_MAP, LEASE, POD):
+            self._check_acknowledged(v)
 
     def _config_map(self, v: Version) -> bool:
         agent = _agent_of_config_map(v.body)
@@ -232,11 +276,17 @@ class _Replayer:
             self.delivered.pop(v.name, None)
         else:
             doc = (v.body.get("data") or {}).get(BINDINGS_FILE, "")
-            self.delivered[v.name] = (agent, frozenset(delivered_work_uris(doc)))
+            uris = frozenset(delivered_work_uris(doc))
+            self.delivered[v.name] = (agent, uris)
+            if isinstance(doc, str) and doc:
+                self.documents.setdefault(ack.digest(doc), _Document(uris, v.name, v.rv))
         return True
 
     def _lease(self, v: Version) -> bool:
         annotations = v.metadata.get("annotations") or {}
+        if v.name.startswith(ack.ACK_LEASE_PREFIX):
+            self._acknowledgement(v, annotations)
+            return False
         if v.event == DELETED:
             return self.holds.pop(v.name, None) is not None
         if URI_ANNOTATION not in annotations:
@@ -269,7 +319,58 @@ class _Replayer:
             self.result.workload_creations[owner or f"orphan:{v.name}"] += 1
         return False
 
+    def _acknowledgement(self, v: Version, annotations: dict[str, str]) -> None:
+        agent = v.name.removeprefix(ack.ACK_LEASE_PREFIX)
+        record = ack.Acknowledgement.from_annotations(annotations)
+        if v.event == DELETED or not record.pod_uid:
+            self.acked.pop(agent, None)
+            return
+        self.acked[agent] = (record, v.rv)
+        self.result.acknowledgements += 1
+
+    def _session_pod(self, v: Version) -> None:
+        """Follow the state of each pod an agent's session StatefulSet made."""
+        # A deletion inferred from a relist names the pod, not its uid.
+        uid = str(v.metadata.get("uid") or self.pod_uids.get(v.name, ""))
+        agent = str((v.metadata.get("labels") or {}).get(AGENT_LABEL, ""))
+        if v.event == DELETED:
+            self.session_pods.pop(uid, None)
+            self.pod_uids.pop(v.name, None)
+        elif agent and session_pod_of(v.body, agent):
+            phase = (v.body.get("status") or {}).get("phase")
+            running = phase not in ("Succeeded", "Failed")
+            self.session_pods[uid] = _SessionPod(agent, v.name, running)
+            self.pod_uids[v.name] = uid
+
+    def _check_acknowledged(self, v: Version) -> None:
+        """No two sessions' acknowledged documents carry the same work URI."""
+        by_uri: dict[str, list[str]] = {}
+        for agent, (record, rv) in sorted(self.acked.items()):
+            pod = self.session_pods.get(record.pod_uid)
+            digest = acknowledged_digest(record)
+            if pod is None or pod.agent != agent or not pod.running or not digest:
+                continue
+            doc = self.documents.get(digest)
+            if doc is None:
+                self.result.unknown_digests.add(digest)
+                continue
+            for uri in doc.uris:
+                by_uri.setdefault(uri, []).append(
+                    f"{agent} (pod {pod.name} uid {record.pod_uid}, {digest[:15]}... first "
+                    f"written to {doc.config_map} at rv {doc.rv}, acknowledged on "
+                    f"{ack.ack_lease_name(agent)} at rv {rv})"
+                )
+        shared = {
+            (uri, *(w.split(" ", 1)[0] for w in who)): (
+                f"{uri} in the documents acknowledged by {' and '.join(who)}"
+            )
+            for uri, who in by_uri.items()
+            if len(who) > 1
+        }
+        self.acknowledged.update(shared, v.rv, v.received)
+
     def _pod(self, v: Version) -> bool:
+        self._session_pod(v)
         md = v.metadata
         uid = str(md.get("uid", ""))
         if v.event == DELETED or uid in self.pods_seen:

@@ -17,9 +17,18 @@ import structlog
 from chaos.churn import Churn, uri_pool
 from chaos.plane import ApiServer, Controller
 from chaos.recorder import Gap, Recorder
-from chaos.replay import EXCLUSIVITY, WITHOUT_HOLD, FinalState, Replay, final_state, replay
+from chaos.replay import (
+    ACKNOWLEDGED_EXCLUSIVITY,
+    EXCLUSIVITY,
+    WITHOUT_HOLD,
+    FinalState,
+    Replay,
+    final_state,
+    replay,
+)
 from harness.errors import HarnessError
 from harness.kube import Kube
+from harness.sessions import Sessions
 
 log = structlog.get_logger("bindery.chaos")
 
@@ -39,6 +48,21 @@ class Options:
     restart_apiserver: bool = False
     settle: float = 30.0
     controller_log_level: str = "INFO"
+    sessions: bool = True
+    """Simulated delivery sidecars acknowledge for the session pods (:mod:`harness.sessions`);
+    the controller gives every session pod the sidecar and waits for acknowledgements. Off: no
+    sidecar, and holds are released as soon as the document without them is written."""
+    acknowledging_share: float = 0.5
+    """Of the simulated sessions, the share whose runtime acknowledges (applies) documents."""
+
+    def controller_args(self) -> tuple[str, ...]:
+        if self.sessions:
+            return ("--standalone", "--session-delivery-image", SIDECAR_IMAGE)
+        return ("--standalone", "--unacknowledged-release-seconds", "0")
+
+
+SIDECAR_IMAGE = "localhost/bindery:chaos"
+"""The delivery sidecar's image in the session pods: never pulled (kwok runs no container)."""
 
 
 @dataclass
@@ -57,6 +81,14 @@ class RunResult:
     """Recording gaps (kind, from rv, to rv): relists after 410 Gone."""
     exclusivity: int = 0
     without_hold: int = 0
+    acknowledged_exclusivity: int = 0
+    """Episodes of two sessions' acknowledged documents carrying the same work URI."""
+    acknowledgements: int = 0
+    """Versions of acknowledgement Leases carrying a session pod's record."""
+    unknown_digests: int = 0
+    """Acknowledged digests no recorded ConfigMap version had (not judged)."""
+    sessions: dict[str, int] = field(default_factory=dict)
+    """What the simulated sidecars did: pods, deliveries, applications, Lease writes."""
     stuck: int = 0
     lost_updates: int = 0
     unintended_relaunches: int = 0
@@ -72,7 +104,8 @@ class RunResult:
     apiserver_disruptions: list[str] = field(default_factory=list)
     in_namespace_deletion: int = 0
     """Of the exclusivity and delivered-without-hold episodes: those that began after the
-    run's namespace was deleted (the namespace controller deletes in an order of its own)."""
+    run's namespace was deleted (the namespace controller deletes in an order of its own), the
+    acknowledged-exclusivity episodes included."""
     namespace_deleted_at: float | None = None
     converged_after: float | None = None
     namespace_gone_after: float | None = None
@@ -86,6 +119,7 @@ class RunResult:
         return (
             self.exclusivity
             + self.without_hold
+            + self.acknowledged_exclusivity
             + self.stuck
             + self.lost_updates
             + self.unintended_relaunches
@@ -191,7 +225,10 @@ def run_once(
     t0 = time.monotonic()
     recorder = Recorder(kube, namespace, t0)
     recorder.start()
-    controller = Controller(kubeconfig, namespace, log_dir, opts.controller_log_level)
+    sessions = _sessions(kubeconfig, namespace, random.Random(rng.randrange(1 << 31)), opts)
+    controller = Controller(
+        kubeconfig, namespace, log_dir, opts.controller_log_level, opts.controller_args()
+    )
     controller.start()
     churn = Churn(kube, namespace, rng, opts.agents, uri_pool(opts.agents, opts.per_uri))
     disruptor = Disruptor(
@@ -215,6 +252,8 @@ def run_once(
         _delete_namespace(kube, namespace, result, t0)
     finally:
         controller.stop()
+        if sessions is not None:
+            result.sessions = sessions.stop()
         recorder.stop()
     result.changes = sum(churn.made.values())
     result.refused = sum(churn.refused.values())
@@ -231,6 +270,18 @@ def run_once(
         result.deletes_by = audit_deletes(Path(audit_log), namespace)
     (log_dir / "result.json").write_text(json.dumps(asdict(result), indent=2) + "\n")
     return result
+
+
+def _sessions(
+    kubeconfig: str, namespace: str, rng: random.Random, opts: Options
+) -> Sessions | None:
+    """The simulated delivery sidecars of the run's session pods (started), if wanted."""
+    if not opts.sessions:
+        return None
+    kube = Kube(kubeconfig, user_agent="bindery-chaos-sessions/1")
+    # Fail fast while the API server is down: the sidecar tries again a second later.
+    kube.client.rest_client.pool_manager.connection_pool_kw["retries"] = False
+    return Sessions(kube, namespace, rng, acknowledging_share=opts.acknowledging_share).start()
 
 
 def _settle(
@@ -289,7 +340,14 @@ def _judge(result: RunResult, rep: Replay, gaps: list[Gap]) -> None:
     judge_replay(result, rep)
 
 
-REPLAY_LINES = ("exclusivity:", "delivered-without-hold:", "unintended relaunch", "pod recreated")
+REPLAY_LINES = (
+    "exclusivity:",
+    "delivered-without-hold:",
+    "acknowledged-exclusivity:",
+    "acknowledged digests not recorded",
+    "unintended relaunch",
+    "pod recreated",
+)
 
 
 def judge_replay(result: RunResult, rep: Replay) -> None:
@@ -299,6 +357,9 @@ def judge_replay(result: RunResult, rep: Replay) -> None:
     result.versions_by_kind = dict(sorted(rep.by_kind.items()))
     result.exclusivity = len(rep.of(EXCLUSIVITY))
     result.without_hold = len(rep.of(WITHOUT_HOLD))
+    result.acknowledged_exclusivity = len(rep.of(ACKNOWLEDGED_EXCLUSIVITY))
+    result.acknowledgements = rep.acknowledgements
+    result.unknown_digests = len(rep.unknown_digests)
     result.unintended_relaunches = len(rep.unintended)
     result.pods_recreated_in_place = len(rep.in_place)
     result.intended_relaunches = sum(1 for r in rep.replacements if r.intended)
@@ -314,6 +375,11 @@ def judge_replay(result: RunResult, rep: Replay) -> None:
         if any(a < ep.start_rv <= b for a, b in uncertain):
             phase += " [inside a recording gap: may be an artefact of the relist]"
         result.evidence.append(ep.describe() + phase)
+    if rep.unknown_digests:
+        result.evidence.append(
+            f"acknowledged digests not recorded in any ConfigMap version (not judged): "
+            f"{', '.join(sorted(rep.unknown_digests)[:5])}"
+        )
     for r in rep.unintended[:10]:
         result.evidence.append(
             f"unintended relaunch of {r.agent} (uid {r.agent_uid}): pod {r.old_pod} -> "

@@ -10,6 +10,7 @@ from typing import Any
 
 from chaos.plane import Controller
 from chaos.replay import (
+    ACKNOWLEDGED_EXCLUSIVITY,
     AGENT,
     CONFIG_MAP,
     DELETED,
@@ -22,6 +23,7 @@ from chaos.replay import (
     final_state,
     replay,
 )
+from controller.domain import acknowledgement as ack
 from controller.domain.delivery import render
 from controller.domain.work import hold_name
 
@@ -210,6 +212,140 @@ def test_final_state_lost_update() -> None:
     wrong_uri["status"]["work"]["uri"] = X
     result = final_state([lagging, wrong_uri], [lease_obj(X, "a")], [])
     assert len(result.lost) == 2
+
+
+def session_pod(
+    rv: int, agent: str, uid: str, phase: str = "Running", event: str = "MODIFIED"
+) -> Version:
+    body = {
+        "metadata": {
+            "name": f"{agent}-session-0",
+            "uid": uid,
+            "labels": {"bindery.dev/agent": agent},
+            "ownerReferences": [
+                {
+                    "kind": "StatefulSet",
+                    "name": f"{agent}-session",
+                    "uid": f"sts-{agent}",
+                    "controller": True,
+                }
+            ],
+        },
+        "status": {"phase": phase},
+    }
+    return Version(POD, event, rv, body, received=rv / 10)
+
+
+def acked(
+    rv: int, agent: str, pod_uid: str, work: str | None, *, applied: str | None = "same"
+) -> Version:
+    """``agent``'s session (pod ``pod_uid``) acknowledges its document carrying ``work``: only
+    delivered (``applied=None``: a runtime that does not acknowledge), or delivered and applied
+    (``applied``: the work of the document applied, "same" for ``work``)."""
+    delivered = ack.digest(doc(agent, work))
+    record = ack.Acknowledgement(
+        pod_uid=pod_uid,
+        pod_name=f"{agent}-session-0",
+        delivered_digest=delivered,
+        applied_digest=(
+            ""
+            if applied is None
+            else delivered
+            if applied == "same"
+            else ack.digest(doc(agent, applied))
+        ),
+        acknowledges=applied is not None,
+    )
+    annotations = {k: v for k, v in record.annotations().items() if v is not None}
+    body = {
+        "metadata": {"name": ack.ack_lease_name(agent), "annotations": annotations},
+        "spec": {"holderIdentity": f"{agent}-session-0"},
+    }
+    return Version(LEASE, "MODIFIED", rv, body, received=rv / 10)
+
+
+def acknowledged_handoff() -> list[Version]:
+    """a's session has X; the controller withdraws it and waits for a's acknowledgement before
+    it hands X to b; b's session then acknowledges X."""
+    return [
+        session_pod(1, "a", "pa", event="ADDED"),
+        session_pod(2, "b", "pb", event="ADDED"),
+        hold(3, "a"),
+        cm(4, "a", X, "ADDED"),
+        acked(5, "a", "pa", X, applied=None),
+        cm(6, "b", None, "ADDED"),
+        acked(7, "b", "pb", None),
+        cm(8, "a", None),
+        acked(9, "a", "pa", None, applied=None),
+        hold(10, "a", event=DELETED),
+        hold(11, "b"),
+        cm(12, "b", X),
+        acked(13, "b", "pb", X),
+    ]
+
+
+def test_a_handoff_that_waits_for_the_acknowledgement_passes() -> None:
+    result = replay(acknowledged_handoff())
+    assert result.episodes == []
+    assert result.acknowledgements == 4
+    assert result.unknown_digests == set()
+
+
+def test_two_sessions_acknowledging_the_same_work_uri_are_caught() -> None:
+    """The hold went before a's session acknowledged the document without X: b's session
+    acknowledged X while a's still had it."""
+    versions = acknowledged_handoff()
+    a_lets_go = versions.pop(8)
+    versions = [*versions, Version(LEASE, a_lets_go.event, 14, a_lets_go.body, 1.4)]
+    [episode] = replay(versions).of(ACKNOWLEDGED_EXCLUSIVITY)
+    assert episode.key == (X, "a", "b")
+    assert (episode.start_rv, episode.end_rv) == (13, 14)
+    assert "a (pod a-session-0 uid pa" in episode.detail
+    assert "first written to a-bindings at rv 4" in episode.detail
+    assert "acknowledged on bindery-ack-b at rv 13" in episode.detail
+
+
+def test_only_the_applied_document_counts_for_a_runtime_that_acknowledges() -> None:
+    """Delivered without X is not enough once the runtime acknowledges: it still applies X."""
+    versions = [
+        session_pod(1, "a", "pa", event="ADDED"),
+        session_pod(2, "b", "pb", event="ADDED"),
+        cm(3, "a", X, "ADDED"),
+        acked(4, "a", "pa", X),
+        cm(5, "a", None),
+        acked(6, "a", "pa", None, applied=X),  # delivered, not applied yet
+        cm(7, "b", X, "ADDED"),
+        acked(8, "b", "pb", X),
+        acked(9, "a", "pa", None),  # applied
+    ]
+    [episode] = replay(versions).of(ACKNOWLEDGED_EXCLUSIVITY)
+    assert (episode.start_rv, episode.end_rv) == (8, 9)
+
+
+def test_a_session_whose_pod_has_gone_acknowledges_nothing() -> None:
+    """The record of a pod that is gone, has ended, or is not the record's does not count."""
+    base = [
+        session_pod(1, "a", "pa", event="ADDED"),
+        session_pod(2, "b", "pb", event="ADDED"),
+        cm(3, "a", X, "ADDED"),
+        acked(4, "a", "pa", X),
+        cm(5, "b", X, "ADDED"),
+    ]
+    gone = session_pod(6, "a", "pa", event=DELETED)
+    gone.body["metadata"].pop("uid")  # a deletion found by a relist names the pod only
+    ended = session_pod(6, "a", "pa", phase="Succeeded")
+    replaced = session_pod(6, "a", "pa2", event="ADDED")  # a new pod; "pa" still terminating
+    for last in (gone, ended):
+        assert replay([*base, last, acked(7, "b", "pb", X)]).of(ACKNOWLEDGED_EXCLUSIVITY) == []
+    # A new pod that has acknowledged nothing, beside the old one: the old one's record counts.
+    [episode] = replay([*base, replaced, acked(7, "b", "pb", X)]).of(ACKNOWLEDGED_EXCLUSIVITY)
+    assert episode.start_rv == 7
+
+
+def test_an_acknowledged_digest_without_a_recorded_document_is_reported() -> None:
+    result = replay([session_pod(1, "a", "pa", event="ADDED"), acked(2, "a", "pa", X)])
+    assert result.episodes == []
+    assert result.unknown_digests == {ack.digest(doc("a", X))}
 
 
 def test_a_controller_that_exits_by_itself_is_counted(tmp_path: Path) -> None:
