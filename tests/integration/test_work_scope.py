@@ -22,7 +22,7 @@ from kubernetes import client, watch
 from controller.domain.delivery import delivered_work_uris
 from controller.domain.work import hold_name
 from controller.k8s import builders
-from tests.integration.kube import agent, apply, get, state, wait_status, work
+from tests.integration.kube import EXAMPLES, agent, apply, get, state, wait_status, work
 from tests.support import Cluster, ControllerProcess, wait_for
 
 pytestmark = pytest.mark.integration
@@ -190,6 +190,7 @@ def scoped(
     cluster: Cluster, crds: list[str], namespace: str, teams: tuple[str, str], tmp_path: Path
 ) -> Iterator[Callable[[str], ControllerProcess]]:
     """Starts the controller in a scope (stopping the one before); cleans up the agents."""
+    cluster.kubectl("apply", "--server-side", "-f", str(EXAMPLES / "00-resourcetypes.yaml"))
     running: list[ControllerProcess] = []
 
     def start(scope: str) -> ControllerProcess:
