@@ -159,7 +159,7 @@ class Intake:
         old = self.wanted.update(ref.namespace, ref.key, agent)
         if old is None or (agent is not None and old == self.wanted.work_of.get(ref.key)):
             return Affected()
-        return Affected(agents=frozenset(self.wanted.get(ref.namespace, old)))
+        return Affected(agents=frozenset(self.wanted.line(ref.namespace, old)))
 
     @staticmethod
     def _requests(affected: Affected) -> set[Request]:

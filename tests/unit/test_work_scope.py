@@ -22,6 +22,8 @@ from controller.domain.work import (
     plan_work,
 )
 from controller.k8s import builders
+from controller.k8s.api import AGENTS, LEASES
+from controller.reconcile import Controller
 from controller.reconcile.index import HoldIndex, WantedIndex, hold_from, hold_problem
 
 URI = "github-issue://acme/app/7"
@@ -247,3 +249,50 @@ def test_a_hold_in_the_hold_namespace_may_name_a_holder_of_any_namespace() -> No
     assert hold_problem(body, parsed, CONTROL) == ""
     assert "another namespace" in hold_problem(body, parsed, "elsewhere")
     assert "another namespace" in hold_problem(body, parsed)
+
+
+# ------------------------------------------------------------------------------------ intake
+
+
+def _agent_body(namespace: str, name: str, uri: str | None, rv: int) -> dict[str, object]:
+    resources = [{"name": "work", "tag": "issue", "uri": uri}] if uri else []
+    return {
+        "apiVersion": "bindery.dev/v1alpha1",
+        "kind": "AgentSpec",
+        "metadata": {
+            "namespace": namespace,
+            "name": name,
+            "uid": f"u-{namespace}-{name}",
+            "resourceVersion": str(rv),
+        },
+        "spec": {"resources": resources},
+    }
+
+
+def _queued(c: Controller) -> set[str]:
+    return {r.ref.key for r in c.queue.drain()}
+
+
+def test_leaving_the_line_wakes_the_claimants_of_every_namespace_in_the_cluster_scope() -> None:
+    for scope, woken in ((WorkScope.CLUSTER, True), (WorkScope.NAMESPACE, False)):
+        c = Controller(api=None, work_scope=scope, work_hold_namespace=CONTROL)  # type: ignore[arg-type]
+        c.observe(AGENTS, _agent_body("team-a", "dev", URI, 1))
+        c.observe(AGENTS, _agent_body("team-b", "dev", URI, 2))
+        _queued(c)
+        c.observe(AGENTS, _agent_body("team-a", "dev", None, 3))  # team-a/dev stops asking
+        assert ("team-b/dev" in _queued(c)) is woken, scope
+
+
+def test_a_hold_in_the_hold_namespace_wakes_the_claimants_of_every_namespace() -> None:
+    c = Controller(api=None, work_scope=WorkScope.CLUSTER, work_hold_namespace=CONTROL)  # type: ignore[arg-type]
+    c.observe(AGENTS, _agent_body("team-a", "dev", URI, 1))
+    c.observe(AGENTS, _agent_body("team-b", "dev", URI, 2))
+    _queued(c)
+    lease = builders.work_hold(agent("team-a", "dev", URI), URI, namespace=CONTROL)
+    lease["metadata"].update(uid="lease-1", resourceVersion="3")
+    lease["metadata"]["annotations"][builders.HOLDER_UID_ANNOTATION] = "u-team-a-dev"
+    c.observe(LEASES, lease)
+    assert {"team-a/dev", "team-b/dev"} <= _queued(c)
+    assert c.intake.holds.get(CONTROL, URI) is not None
+    assert c.intake.holds.holding("team-a", URI) is not None
+    assert c.intake.holds.ignored == {}
