@@ -197,11 +197,6 @@ def run(*, options: Options, liveness: str, metrics_port: int, log_level: str) -
     """Check what the controller needs (raising ``PreflightError``), then run until stopped."""
     logs.configure(log_level)
     check_liveness_port(liveness)
-    if metrics_port:
-        check_port(metrics_port, "", "metrics server", "--metrics-port=PORT")
-    check_cluster(load_client(), wait=options.api_wait)
-    if options.leader_election and not options.election_namespace:
-        options = replace(options, election_namespace=default_namespace())
     if not options.work_hold_namespace:
         hold_ns = options.election_namespace or default_namespace()
         options = replace(options, work_hold_namespace=hold_ns)
@@ -214,6 +209,11 @@ def run(*, options: Options, liveness: str, metrics_port: int, log_level: str) -
             f"{options.work_hold_namespace}, or choose another --work-hold-namespace",
             Exit.USAGE,
         )
+    if metrics_port:
+        check_port(metrics_port, "", "metrics server", "--metrics-port=PORT")
+    check_cluster(load_client(), wait=options.api_wait)
+    if options.leader_election and not options.election_namespace:
+        options = replace(options, election_namespace=default_namespace())
     if metrics_port:
         try:
             start_http_server(metrics_port)

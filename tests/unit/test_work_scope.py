@@ -9,6 +9,8 @@ one in the configured location, else the oldest, keeps the URI.
 
 from __future__ import annotations
 
+import pytest
+
 from controller.domain.models import AgentObject, parse_object
 from controller.domain.work import (
     Claim,
@@ -25,6 +27,9 @@ from controller.k8s import builders
 from controller.k8s.api import AGENTS, LEASES
 from controller.reconcile import Controller
 from controller.reconcile.index import HoldIndex, WantedIndex, hold_from, hold_problem
+from controller.runtime.exits import Exit
+from controller.runtime.operator import Options, run
+from controller.runtime.preflight import PreflightError
 
 URI = "github-issue://acme/app/7"
 CONTROL = "bindery-system"
@@ -296,3 +301,16 @@ def test_a_hold_in_the_hold_namespace_wakes_the_claimants_of_every_namespace() -
     assert c.intake.holds.get(CONTROL, URI) is not None
     assert c.intake.holds.holding("team-a", URI) is not None
     assert c.intake.holds.ignored == {}
+
+
+# ------------------------------------------------------------------------------------ run
+
+
+def test_the_cluster_scope_refuses_to_start_without_watching_its_hold_namespace() -> None:
+    options = Options(
+        namespaces=["team-a"], work_scope=WorkScope.CLUSTER, work_hold_namespace=CONTROL
+    )
+    with pytest.raises(PreflightError) as raised:
+        run(options=options, liveness="", metrics_port=0, log_level="WARNING")
+    assert raised.value.code == Exit.USAGE
+    assert f"add --namespace {CONTROL}" in str(raised.value)
