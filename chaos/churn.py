@@ -56,6 +56,9 @@ class Churn:
     made: Counter[str] = field(default_factory=Counter)
     refused: Counter[str] = field(default_factory=Counter)
     raises: int = 0
+    namespaces: list[str] = field(default_factory=list)
+    """Spread the agents over these namespaces (each name always in the same one, so names stay
+    unique across them); empty: all in ``namespace``."""
 
     def __post_init__(self) -> None:
         # A pool of names bigger than the population, so deleted names come back.
@@ -64,6 +67,12 @@ class Churn:
     @property
     def path(self) -> str:
         return GROUP_PATH.format(ns=self.namespace)
+
+    def path_of(self, name: str) -> str:
+        """The collection ``name`` lives in: its namespace of ``namespaces`` by its number."""
+        if not self.namespaces:
+            return self.path
+        return GROUP_PATH.format(ns=self.namespaces[int(name[-3:]) % len(self.namespaces)])
 
     def _work(self) -> str | None:
         return self.rng.choice(self.uris) if self.rng.random() < 0.85 else None
@@ -89,7 +98,7 @@ class Churn:
             "metadata": {"name": name, "labels": {"chaos": "0"}},
             "spec": spec,
         }
-        if self._send("create", "POST", self.path, body):
+        if self._send("create", "POST", self.path_of(name), body):
             self.live[name] = model
 
     def step(self) -> None:
@@ -103,7 +112,7 @@ class Churn:
         if with_runtime:
             actions.append("relaunch")
         action = self.rng.choice(actions)
-        url = f"{self.path}/{model.name}"
+        url = f"{self.path_of(model.name)}/{model.name}"
         if action == "delete":
             policy = self.rng.choice(["Background", "Background", "Foreground", "Orphan"])
             body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": policy}

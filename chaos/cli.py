@@ -3,6 +3,7 @@
     .venv/bin/python -m chaos [--runs 20] [--agents 50] [--per-uri 5] [--seconds 30]
                               [--seed N] [--no-kill-controller] [--restart-apiserver]
                               [--no-sessions] [--acknowledging-share 0.5]
+                              [--work-scope namespace|cluster]
                               [--settle 30] [--out DIR] [--json]
 
 One local control plane serves every run; each run gets a fresh namespace and its own controller
@@ -71,6 +72,14 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         default=0.5,
         help="share of the simulated sessions whose runtime applies documents (default 0.5); "
         "the others only have them delivered",
+    )
+    p.add_argument(
+        "--work-scope",
+        choices=("namespace", "cluster"),
+        default="namespace",
+        help="the controller's --work-scope (default namespace); cluster: holds in the run's "
+        "namespace, agents spread over it and two more namespaces wanting the same URIs, and "
+        "exclusivity judged across all three",
     )
     p.add_argument("--settle", type=float, default=30.0, help="max seconds to wait after churn")
     p.add_argument("--out", default="", help="directory for per-run logs (default: a temp dir)")
@@ -222,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         controller_log_level=args.controller_log_level,
         sessions=args.sessions,
         acknowledging_share=args.acknowledging_share,
+        work_scope=args.work_scope,
     )
     # The simulated sidecars run the real sidecar's code, which logs every delivery.
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))

@@ -174,8 +174,14 @@ class KindRecorder:
 class Recorder:
     """Every kind the invariants need, recorded from before the first change of a run."""
 
-    def __init__(self, kube: Kube, namespace: str, t0: float) -> None:
-        self.kinds = [KindRecorder(kube, kind, namespace, t0) for kind in PATHS]
+    def __init__(
+        self, kube: Kube, namespace: str, t0: float, *, also: tuple[str, ...] = ()
+    ) -> None:
+        """Record ``namespace`` and the namespaces ``also`` (their object names are unique
+        across them: the churn's agent names, and holds living in ``namespace`` only)."""
+        self.kinds = [
+            KindRecorder(kube, kind, ns, t0) for ns in (namespace, *also) for kind in PATHS
+        ]
 
     def start(self) -> None:
         for k in self.kinds:

@@ -7,6 +7,7 @@ import random
 import threading
 import time
 import uuid
+from collections import Counter
 from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -54,11 +55,25 @@ class Options:
     sidecar, and holds are released as soon as the document without them is written."""
     acknowledging_share: float = 0.5
     """Of the simulated sessions, the share whose runtime acknowledges (applies) documents."""
+    work_scope: str = "namespace"
+    """``cluster``: the controller runs with ``--work-scope=cluster``, its holds in the run's
+    namespace, and the agents are spread over it and two more (``teams``), so the same URIs
+    are wanted from three namespaces."""
 
-    def controller_args(self) -> tuple[str, ...]:
-        if self.sessions:
-            return ("--standalone", "--session-delivery-image", SIDECAR_IMAGE)
-        return ("--standalone", "--unacknowledged-release-seconds", "0")
+    def controller_args(self, namespace: str = "", teams: tuple[str, ...] = ()) -> tuple[str, ...]:
+        base = (
+            ("--standalone", "--session-delivery-image", SIDECAR_IMAGE)
+            if self.sessions
+            else ("--standalone", "--unacknowledged-release-seconds", "0")
+        )
+        if self.work_scope != "cluster":
+            return base
+        watched = tuple(arg for team in teams for arg in ("--namespace", team))
+        return (*base, "--work-scope=cluster", f"--work-hold-namespace={namespace}", *watched)
+
+    def teams(self, namespace: str) -> tuple[str, ...]:
+        """The namespaces besides ``namespace`` that a run spreads its agents over."""
+        return (f"{namespace}-b", f"{namespace}-c") if self.work_scope == "cluster" else ()
 
 
 SIDECAR_IMAGE = "localhost/bindery:chaos"
@@ -126,9 +141,12 @@ class RunResult:
         )
 
 
-def snapshot(kube: Kube, namespace: str) -> FinalState:
+def snapshot(kube: Kube, namespaces: str | tuple[str, ...]) -> FinalState:
+    """One snapshot of the run's namespaces (object names are unique across them)."""
+    spread = (namespaces,) if isinstance(namespaces, str) else namespaces
+
     def items(path: str) -> list[dict[str, Any]]:
-        return kube.list_all(path.format(ns=namespace))
+        return [item for ns in spread for item in kube.list_all(path.format(ns=ns))]
 
     return final_state(
         items("/apis/bindery.dev/v1alpha1/namespaces/{ns}/agentspecs"),
@@ -218,19 +236,28 @@ def run_once(
     log_dir = out_dir / namespace
     log_dir.mkdir(parents=True)
     result = RunResult(index, seed, namespace, str(log_dir))
-    kube.create(
-        "/api/v1/namespaces",
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
-    )
+    teams = opts.teams(namespace)
+    _create_namespaces(kube, (namespace, *teams))
     t0 = time.monotonic()
-    recorder = Recorder(kube, namespace, t0)
+    recorder = Recorder(kube, namespace, t0, also=teams)
     recorder.start()
-    sessions = _sessions(kubeconfig, namespace, random.Random(rng.randrange(1 << 31)), opts)
+    sessions = _all_sessions(kubeconfig, (namespace, *teams), rng, opts)
     controller = Controller(
-        kubeconfig, namespace, log_dir, opts.controller_log_level, opts.controller_args()
+        kubeconfig,
+        namespace,
+        log_dir,
+        opts.controller_log_level,
+        opts.controller_args(namespace, teams),
     )
     controller.start()
-    churn = Churn(kube, namespace, rng, opts.agents, uri_pool(opts.agents, opts.per_uri))
+    churn = Churn(
+        kube,
+        namespace,
+        rng,
+        opts.agents,
+        uri_pool(opts.agents, opts.per_uri),
+        namespaces=[namespace, *teams] if teams else [],
+    )
     disruptor = Disruptor(
         rng, opts, controller=controller, apiserver=apiserver, result=result, t0=t0
     )
@@ -245,15 +272,14 @@ def run_once(
             controller.start(wait=False)
         quiet = time.monotonic()
         result.evidence.append(f"t={quiet - t0:.1f}s churn stopped")
-        state = _settle(kube, namespace, opts, quiet, result)
+        state = _settle(kube, (namespace, *teams), opts, quiet, result)
         if not state.converged:
             result.evidence.append(f"not converged after {opts.settle:.0f}s: {state.summary()}")
         result.lost_updates = len(state.lost)
-        _delete_namespace(kube, namespace, result, t0)
+        _delete_namespace(kube, namespace, result, t0, also=teams)
     finally:
         controller.stop()
-        if sessions is not None:
-            result.sessions = sessions.stop()
+        _stop_sessions(sessions, result)
         recorder.stop()
     result.changes = sum(churn.made.values())
     result.refused = sum(churn.refused.values())
@@ -267,9 +293,41 @@ def run_once(
     result.controller_errors = len(errors)
     (log_dir / "controller-errors.txt").write_text("\n".join(errors) + "\n")
     if audit_log:
-        result.deletes_by = audit_deletes(Path(audit_log), namespace)
+        result.deletes_by = _deletes(Path(audit_log), (namespace, *teams))
     (log_dir / "result.json").write_text(json.dumps(asdict(result), indent=2) + "\n")
     return result
+
+
+def _deletes(audit_log: Path, namespaces: tuple[str, ...]) -> dict[str, int]:
+    deletes: Counter[str] = Counter()
+    for ns in namespaces:
+        deletes.update(audit_deletes(audit_log, ns))
+    return dict(deletes)
+
+
+def _create_namespaces(kube: Kube, namespaces: tuple[str, ...]) -> None:
+    for ns in namespaces:
+        kube.create(
+            "/api/v1/namespaces",
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+        )
+
+
+def _stop_sessions(sessions: list[Sessions | None], result: RunResult) -> None:
+    """Stop the simulated sidecars of every namespace; what they did, summed."""
+    stats: Counter[str] = Counter()
+    for simulated in sessions:
+        if simulated is not None:
+            stats.update(simulated.stop())
+    if any(s is not None for s in sessions):
+        result.sessions = dict(stats)
+
+
+def _all_sessions(
+    kubeconfig: str, namespaces: tuple[str, ...], rng: random.Random, opts: Options
+) -> list[Sessions | None]:
+    session_rng = random.Random(rng.randrange(1 << 31))
+    return [_sessions(kubeconfig, ns, session_rng, opts) for ns in namespaces]
 
 
 def _sessions(
@@ -285,7 +343,7 @@ def _sessions(
 
 
 def _settle(
-    kube: Kube, namespace: str, opts: Options, quiet: float, result: RunResult
+    kube: Kube, namespace: tuple[str, ...], opts: Options, quiet: float, result: RunResult
 ) -> FinalState:
     """Poll the namespace until it converges (or ``opts.settle`` s pass); count stuck URIs."""
     counted = False
@@ -296,8 +354,9 @@ def _settle(
         except Exception as exc:  # the API server may still be coming back: poll again
             if waited >= opts.settle:
                 raise HarnessError(
-                    f"could not read namespace {namespace} for {opts.settle:.0f} s after the "
-                    f"churn: {exc}; see the API server's log under the cluster directory"
+                    f"could not read namespaces {', '.join(namespace)} for "
+                    f"{opts.settle:.0f} s after the churn: {exc}; see the API server's log "
+                    "under the cluster directory"
                 ) from exc
             time.sleep(0.5)
             continue
@@ -315,8 +374,13 @@ def _settle(
         time.sleep(0.5)
 
 
-def _delete_namespace(kube: Kube, namespace: str, result: RunResult, t0: float) -> None:
-    """Delete the run's namespace with the controller running; time how long it takes."""
+def _delete_namespace(
+    kube: Kube, namespace: str, result: RunResult, t0: float, *, also: tuple[str, ...] = ()
+) -> None:
+    """Delete the run's namespace (and ``also``) with the controller running; time how long the
+    run's own takes."""
+    for team in also:
+        kube.delete(f"/api/v1/namespaces/{team}")
     started = time.monotonic()
     result.namespace_deleted_at = round(started - t0, 3)
     result.evidence.append(f"t={started - t0:.1f}s namespace deletion started")

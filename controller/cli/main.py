@@ -119,6 +119,7 @@ def _not_negative(text: str) -> float:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from controller.domain.work import WorkScope
     from controller.runtime.operator import Options, run
     from controller.runtime.preflight import PreflightError
 
@@ -133,6 +134,8 @@ def _run(args: argparse.Namespace) -> int:
         delivery_image=args.session_delivery_image,
         unacknowledged_release=args.unacknowledged_release_seconds,
         acknowledge_timeout=args.acknowledge_timeout_seconds,
+        work_scope=WorkScope(args.work_scope),
+        work_hold_namespace=args.work_hold_namespace,
     )
     try:
         return run(
@@ -339,6 +342,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--leader-election-id", default="bindery-controller", help="name of the leader Lease"
+    )
+    run.add_argument(
+        "--work-scope",
+        choices=("namespace", "cluster"),
+        default="namespace",
+        help="where a work URI has at most one holder: within each namespace (the default), "
+        "or across the cluster (holds then live in --work-hold-namespace). Switching on a "
+        "running installation is safe: see docs/install.md",
+    )
+    run.add_argument(
+        "--work-hold-namespace",
+        default="",
+        metavar="NAMESPACE",
+        help="with --work-scope=cluster, the namespace the work holds live in (default: the "
+        "leader-election namespace); holds found there count in either scope",
     )
     run.add_argument("--log-level", default="INFO")
     run.set_defaults(func=_run)

@@ -154,7 +154,7 @@ def bindings_config_map(agent: AgentObject, rendered: str) -> dict[str, Any]:
     }
 
 
-def work_hold(agent: AgentObject, uri: str) -> dict[str, Any]:
+def work_hold(agent: AgentObject, uri: str, *, namespace: str = "") -> dict[str, Any]:
     """A Lease whose existence is the hold on ``uri``; created only if absent.
 
     The name is derived from the URI, so two agents claiming the same URI race for one name and
@@ -167,13 +167,15 @@ def work_hold(agent: AgentObject, uri: str) -> dict[str, Any]:
     before the holder's delivered bindings stop carrying the URI. The holder's finalizer
     releases it, after withdrawing it; a hold whose holder is gone some other way is released
     by the controller once the API server confirms the holder is gone.
+
+    It lives in ``namespace`` (the cluster work scope's hold namespace), else in its holder's.
     """
     return {
         "apiVersion": "coordination.k8s.io/v1",
         "kind": "Lease",
         "metadata": {
             "name": hold_name(uri),
-            "namespace": agent.meta.namespace,
+            "namespace": namespace or agent.meta.namespace,
             "labels": {MANAGED_BY: MANAGER, COMPONENT_LABEL: "work-hold"},
             "annotations": {URI_ANNOTATION: uri, HOLDER_UID_ANNOTATION: agent.meta.uid},
             "finalizers": [HOLD_FINALIZER],

@@ -211,7 +211,7 @@ class AgentReconciler:
         if work.uri or self.holds.of(agent):  # 1. finalizer
             await self.holds.ensure_finalizer(request, body, present=True)
         work = await self.holds.acquire(request, agent, work)  # 2. acquire
-        fence = self.holds.holds.get(agent.meta.namespace, work.uri) if work.deliver else None
+        fence = self.holds.held(agent, work.uri) if work.deliver else None
         rendered = delivery.render(  # 3. deliver
             delivery.bindings_document(agent, resolution, deliver_work=work.deliver, fence=fence)
         )

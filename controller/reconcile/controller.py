@@ -8,6 +8,7 @@ from typing import Any
 
 from controller.domain.refs import Kind, Ref, Request
 from controller.domain.registry import Registry
+from controller.domain.work import WorkScope
 from controller.k8s import api as k8s_api
 from controller.k8s import builders
 from controller.k8s.api import KubeApi
@@ -53,6 +54,8 @@ class Controller:
         delivery_image: str = "",
         unacknowledged_release: float = 120.0,
         acknowledge_timeout: float = 60.0,
+        work_scope: WorkScope = WorkScope.NAMESPACE,
+        work_hold_namespace: str = "",
         clock: Clock = LOOP_CLOCK,
     ) -> None:
         self.api = api
@@ -60,6 +63,8 @@ class Controller:
         self.registry = Registry()
         self.store = Store()
         self.intake = Intake(self.store, self.registry)
+        self.intake.hold_namespace = work_hold_namespace
+        self.intake.wanted.scope = work_scope
         self.queue: WorkQueue[Request] = WorkQueue(clock)
         self.writer = Writer(api, self._written)
         self.events = EventRecorder(api, instance=self.instance)
@@ -73,6 +78,8 @@ class Controller:
             wanted=self.intake.wanted,
             writer=self.writer,
             wake=self.queue.add,
+            scope=work_scope,
+            hold_namespace=work_hold_namespace,
         )
         self.bindings = BindingsDelivery(self.store, self.writer)
         self.acks = Acknowledgements(

@@ -3,11 +3,16 @@
 Acquisition is a create of the hold Lease that only one agent can win; release is a delete
 guarded by the hold's uid and resourceVersion; the agent's finalizer keeps it from vanishing
 while it holds anything. The order in which these run within a pass is the agent reconciler's.
+
+The work scope decides where holds are created (the agent's namespace, or ``hold_namespace`` for
+the whole cluster) and whose holds count; holds in the other location keep counting after a
+switch, and a holder moves its own (see :mod:`controller.domain.work`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import structlog
@@ -16,7 +21,15 @@ from controller.domain.models import AgentObject
 from controller.domain.refs import Ref, Request
 from controller.domain.registry import Registry
 from controller.domain.results import AgentResolution, BindingState
-from controller.domain.work import Claim, Hold, WorkPlan, WorkState, plan_work
+from controller.domain.work import (
+    Claim,
+    Hold,
+    WorkPlan,
+    WorkScope,
+    WorkState,
+    hold_location,
+    plan_work,
+)
 from controller.k8s import api, builders
 from controller.k8s.api import ApiError
 from controller.reconcile.index import HoldIndex, WantedIndex, hold_from, hold_problem
@@ -47,7 +60,12 @@ class WorkHolds:
         wanted: WantedIndex,
         writer: Writer,
         wake: Callable[[Request], None],
+        scope: WorkScope = WorkScope.NAMESPACE,
+        hold_namespace: str = "",
     ) -> None:
+        self.scope = scope
+        self.hold_namespace = hold_namespace
+        """Where holds live in the cluster scope (and are accepted from in either scope)."""
         self.store = store
         self.registry = registry
         self.holds = holds
@@ -59,6 +77,17 @@ class WorkHolds:
     def of(self, agent: AgentObject) -> list[Hold]:
         """The holds naming ``agent`` (by uid)."""
         return self.holds.of(agent.meta.uid)
+
+    def location(self, agent: AgentObject) -> str:
+        """The namespace ``agent``'s hold is created in."""
+        return hold_location(self.scope, agent.meta.namespace, self.hold_namespace)
+
+    def held(self, agent: AgentObject, uri: str) -> Hold | None:
+        """``agent``'s hold of ``uri`` (the one in its configured location first): the fencing
+        token its delivered bindings carry."""
+        own = [h for h in self.of(agent) if h.uri == uri]
+        here = [h for h in own if h.namespace == self.location(agent)]
+        return next(iter(here or own), None)
 
     async def plan(
         self, agent: AgentObject, resolution: AgentResolution, old: dict[str, Any]
@@ -84,12 +113,21 @@ class WorkHolds:
             # It left (or joined) the line for its URI: the others' order changed.
             self._wake_claimants(ns, work.uri, but=agent.meta.key)
         desired = work.uri if work is not None and not in_error else None
-        hold = self.holds.get(ns, desired) if desired else None
+        where = self.location(agent)
+        hold = self.holds.get(where, desired) if desired else None
         holder_exists = hold is not None and await self._holder_exists(hold)
+        elsewhere = []
+        if desired:
+            for other_hold in self.holds.counting(self.scope, ns, desired):
+                if other_hold.namespace == where or other_hold.holder_uid == agent.meta.uid:
+                    continue
+                if await self._holder_exists(other_hold):
+                    elsewhere.append(other_hold)
+        holders = {h.holder for h in elsewhere} | ({hold.holder} if hold else set())
         rivals = []
         if desired:
-            for other in sorted(self.wanted.get(ns, desired)):
-                if other == agent.meta.key or (hold is not None and other == hold.holder):
+            for other in sorted(self.wanted.line(ns, desired)):
+                if other == agent.meta.key or other in holders:
                     continue
                 if other in self.wanted.blocked:
                     continue
@@ -104,17 +142,19 @@ class WorkHolds:
             holder_exists=holder_exists,
             me=claim_from(agent.meta.key, old, desired or ""),
             rivals=rivals,
+            location=where,
+            elsewhere=elsewhere,
         )
 
     def _wake_claimants(self, namespace: str, uri: str, *, but: str) -> None:
-        for other in self.wanted.get(namespace, uri):
+        for other in self.wanted.line(namespace, uri):
             if other != but:
                 self.wake(Request.agent(other))
 
     def waited_on(self, agent: AgentObject, plan: WorkPlan) -> None:
         """``agent`` waits for a free URI behind another claimant: give that one its turn (it
         may not have had a pass since the order changed)."""
-        free = plan.uri and self.holds.get(agent.meta.namespace, plan.uri) is None
+        free = plan.uri and not self.holds.counting(self.scope, agent.meta.namespace, plan.uri)
         if plan.state is WorkState.WAITING and plan.waiting_for and free:
             self.wake(Request.agent(plan.waiting_for))
 
@@ -141,14 +181,16 @@ class WorkHolds:
             )
             await self.release(by, plan.reclaim)
         if not plan.acquire:
-            return plan
+            return await self._retire(by, plan)
         written, created = await self.writer.create(
-            by, api.LEASES, builders.work_hold(agent, plan.uri)
+            by, api.LEASES, builders.work_hold(agent, plan.uri, namespace=self.location(agent))
         )
         hold = hold_from(written)
         md = written.get("metadata") or {}
         where = (str(md.get("namespace", "")), str(md.get("name", "")))
-        posing = not created and (hold_problem(written, hold) or self.holds.ignored.get(where))
+        posing = not created and (
+            hold_problem(written, hold, self.hold_namespace) or self.holds.ignored.get(where)
+        )
         if posing:
             # A Lease in the hold's place that Bindery did not make (or that was handed over):
             # it holds nothing. Remove it (exactly that version), then acquire on the next pass.
@@ -160,13 +202,23 @@ class WorkHolds:
             )
             await self.writer.delete_at(by, api.LEASES, written)
             self.wake(by)
-            return WorkPlan(state=WorkState.WAITING, uri=plan.uri, release=plan.release)
+            # A hold of ours elsewhere still holds the URI: keep delivering it until it moves.
+            return replace(plan, acquire=False, reclaim=None, retire=[])
         if created or (hold is not None and hold.holder_uid == agent.meta.uid):
             if created:
-                log.info("acquired work", agent=agent.meta.key, uri=plan.uri)
-            return WorkPlan(
-                state=WorkState.WORKING, uri=plan.uri, release=plan.release, deliver=True
+                log.info("acquired work", agent=agent.meta.key, uri=plan.uri, lease=where)
+            return await self._retire(
+                by,
+                WorkPlan(
+                    state=WorkState.WORKING,
+                    uri=plan.uri,
+                    release=plan.release,
+                    deliver=True,
+                    retire=plan.retire,
+                ),
             )
+        # Lost the race. A hold of ours in the other location is withdrawn next pass (the
+        # configured one is settled on another holder); nothing delivers the URI meanwhile.
         return WorkPlan(
             state=WorkState.WAITING,
             uri=plan.uri,
@@ -174,14 +226,25 @@ class WorkHolds:
             waiting_for=hold.holder if hold else "",
         )
 
+    async def _retire(self, by: Request, plan: WorkPlan) -> WorkPlan:
+        """The URI is held in the configured location now: delete our holds of it elsewhere
+        (they were taken before a scope switch)."""
+        if plan.state is not WorkState.WORKING or not plan.deliver:
+            return replace(plan, retire=[])
+        for old in plan.retire:
+            log.info("moved work hold", uri=old.uri, holder=old.holder, left=old.namespace)
+            await self.release(by, old)
+        return replace(plan, retire=[])
+
     async def release(self, by: Request, hold: Hold) -> None:
         """Delete exactly this hold (its uid and version): first its finalizer, then the Lease.
         A hold that changed meanwhile is left to the next pass."""
-        body = self.store.get(api.LEASES, f"{Ref.parse(hold.holder).namespace}/{hold.name}")
+        namespace = hold.namespace or Ref.parse(hold.holder).namespace
+        body = self.store.get(api.LEASES, f"{namespace}/{hold.name}")
         if body is None or (body.get("metadata") or {}).get("uid") != hold.uid:
             body = {
                 "metadata": {
-                    "namespace": Ref.parse(hold.holder).namespace,
+                    "namespace": namespace,
                     "name": hold.name,
                     "uid": hold.uid,
                     "resourceVersion": hold.resource_version,

@@ -7,11 +7,11 @@ from typing import Any
 
 from controller.domain.models import AgentObject
 from controller.domain.multiindex import MultiIndex
-from controller.domain.work import Hold, hold_name
+from controller.domain.work import Hold, WorkScope, hold_name, in_scope
 from controller.k8s import builders
 
 Slot = tuple[str, str]
-"""(namespace, work URI)."""
+"""(namespace, work URI): where a hold lives, or which namespace's agents want a URI."""
 
 
 def hold_from(body: dict[str, Any] | None) -> Hold | None:
@@ -31,15 +31,19 @@ def hold_from(body: dict[str, Any] | None) -> Hold | None:
         name=md.get("name", ""),
         resource_version=str(md.get("resourceVersion", "")),
         uid=md.get("uid", ""),
+        namespace=md.get("namespace", ""),
+        created=str(md.get("creationTimestamp", "")),
         deleting=bool(md.get("deletionTimestamp")),
     )
 
 
-def hold_problem(body: dict[str, Any], hold: Hold | None) -> str:
+def hold_problem(body: dict[str, Any], hold: Hold | None, hold_namespace: str = "") -> str:
     """Why a Lease labelled as a hold cannot be one Bindery made ("" if it can be).
 
-    Bindery names a hold after its URI, creates it in its holder's namespace with the holder's
-    uid, and never changes it: anything else was made or edited by someone else.
+    Bindery names a hold after its URI, creates it in its holder's namespace (or, in the cluster
+    work scope, in ``hold_namespace``) with the holder's uid, and never changes it: anything else
+    was made or edited by someone else. A hold in ``hold_namespace`` is accepted in either scope,
+    so that holds made before a scope switch keep counting.
     """
     if hold is None:
         return "it records no URI or no holder"
@@ -47,7 +51,8 @@ def hold_problem(body: dict[str, Any], hold: Hold | None) -> str:
     holder_ns = hold.holder.rpartition("/")[0]
     if md.get("name") != hold_name(hold.uri):
         return f"its name is not {hold_name(hold.uri)!r}, the one Bindery derives from its URI"
-    if holder_ns != (md.get("namespace") or ""):
+    where = md.get("namespace") or ""
+    if holder_ns != where and not (hold_namespace and where == hold_namespace):
         return f"it names a holder in another namespace ({hold.holder})"
     if not hold.holder_uid:
         return "it records no holder uid"
@@ -55,16 +60,34 @@ def hold_problem(body: dict[str, Any], hold: Hold | None) -> str:
 
 
 class HoldIndex:
-    """Observed holds by (namespace, URI) and by holder uid; Leases that only pose as holds."""
+    """Observed holds by (namespace, URI), by URI and by holder uid; Leases that only pose as
+    holds."""
 
     def __init__(self) -> None:
         self.by_slot: dict[Slot, Hold] = {}
+        self.by_uri: MultiIndex[str, str] = MultiIndex()
+        """URI -> the namespaces a hold for it lives in."""
         self.by_holder: MultiIndex[str, Slot] = MultiIndex()
         self.ignored: dict[tuple[str, str], str] = {}
         """(namespace, Lease name) -> why that Lease does not count as a hold."""
 
     def get(self, namespace: str, uri: str) -> Hold | None:
         return self.by_slot.get((namespace, uri))
+
+    def everywhere(self, uri: str) -> list[Hold]:
+        """The holds for ``uri`` in every namespace, in a stable order."""
+        return [self.by_slot[(ns, uri)] for ns in sorted(self.by_uri.get(uri))]
+
+    def counting(self, scope: WorkScope, namespace: str, uri: str) -> list[Hold]:
+        """The holds for ``uri`` that exclude an agent of ``namespace`` under ``scope``."""
+        return [h for h in self.everywhere(uri) if in_scope(scope, namespace, h)]
+
+    def holding(self, namespace: str, uri: str) -> Hold | None:
+        """The hold for ``uri`` of an agent of ``namespace``, wherever it lives (the one in
+        ``namespace`` first)."""
+        return self.get(namespace, uri) or next(
+            (h for h in self.everywhere(uri) if h.holder.rpartition("/")[0] == namespace), None
+        )
 
     def of(self, holder_uid: str) -> list[Hold]:
         """The holds naming ``holder_uid``, in a stable order."""
@@ -80,17 +103,23 @@ class HoldIndex:
         current = self.by_slot.get(slot)
         if current is not None and (present or current.uid == hold.uid):
             del self.by_slot[slot]
+            self.by_uri.discard(hold.uri, namespace)
             self.by_holder.discard(current.holder_uid, slot)
         if present:
             self.by_slot[slot] = hold
+            self.by_uri.add(hold.uri, namespace)
             self.by_holder.add(hold.holder_uid, slot)
 
 
 class WantedIndex:
     """Which agents' specs ask for which work URI, so a released URI finds its claimants."""
 
-    def __init__(self) -> None:
+    def __init__(self, scope: WorkScope = WorkScope.NAMESPACE) -> None:
+        self.scope = scope
+        """Whose line an agent waits in: its namespace's claimants of a URI, or the cluster's."""
         self.claimants: MultiIndex[Slot, str] = MultiIndex()
+        self.by_uri: MultiIndex[str, str] = MultiIndex()
+        """URI -> the agents (keys) in every namespace asking for it."""
         self.work_of: dict[str, str] = {}
         """agent key -> the work URI its spec asks for."""
         self.blocked: set[str] = set()
@@ -107,17 +136,30 @@ class WantedIndex:
         return True
 
     def get(self, namespace: str, uri: str) -> AbstractSet[str]:
+        """The agents of ``namespace`` asking for ``uri``."""
         return self.claimants.get((namespace, uri))
+
+    def line(self, namespace: str, uri: str) -> AbstractSet[str]:
+        """The agents an agent of ``namespace`` waits in line with for ``uri`` under the scope."""
+        if self.scope is WorkScope.CLUSTER:
+            return self.by_uri.get(uri)
+        return self.get(namespace, uri)
+
+    def everywhere(self, uri: str) -> AbstractSet[str]:
+        """The agents in every namespace asking for ``uri``."""
+        return self.by_uri.get(uri)
 
     def update(self, namespace: str, key: str, agent: AgentObject | None) -> str | None:
         """File ``agent``'s work URI under ``key``; return the URI it asked for before, if any."""
         old = self.work_of.pop(key, None)
         if old is not None:
             self.claimants.discard((namespace, old), key)
+            self.by_uri.discard(old, key)
         if agent is None:
             self.blocked.discard(key)
         work = agent.spec.work() if agent else None
         if work is not None:
             self.work_of[key] = work.uri
             self.claimants.add((namespace, work.uri), key)
+            self.by_uri.add(work.uri, key)
         return old

@@ -71,6 +71,8 @@ class Intake:
         self.registry = registry
         self.holds = HoldIndex()
         self.wanted = WantedIndex()
+        self.hold_namespace = ""
+        """Where cluster-scope holds live: a hold there may name a holder of any namespace."""
         self.parse_errors: dict[Request, str] = {}
         self.suspects: set[Request] = set()
         """Agents whose owned object someone else deleted: perhaps the garbage collector, because
@@ -157,7 +159,7 @@ class Intake:
         old = self.wanted.update(ref.namespace, ref.key, agent)
         if old is None or (agent is not None and old == self.wanted.work_of.get(ref.key)):
             return Affected()
-        return Affected(agents=frozenset(self.wanted.get(ref.namespace, old)))
+        return Affected(agents=frozenset(self.wanted.line(ref.namespace, old)))
 
     @staticmethod
     def _requests(affected: Affected) -> set[Request]:
@@ -209,7 +211,7 @@ class Intake:
                 return set()
         hold = hold_from(body)
         ref = Ref.of(body)
-        problem = "" if deleted else hold_problem(body, hold)
+        problem = "" if deleted else hold_problem(body, hold, self.hold_namespace)
         if not problem and _handed_over(hold_from(previous), hold):
             # Someone rewrote the holder. The hold stays its first holder's, as filed, so that
             # holder withdraws the URI from its bindings before anyone else can acquire it.
@@ -224,9 +226,13 @@ class Intake:
         ns = ref.namespace
         self.holds.file(ns, hold, present=not deleted and not problem)
         requests = {Request.agent(hold.holder)}
-        requests.update(Request.agent(k) for k in self.wanted.get(ns, hold.uri))
+        # Every claimant of the URI, whatever its namespace: a hold in the other location (a
+        # scope switch) or in the cluster location counts for agents of other namespaces too.
+        requests.update(Request.agent(k) for k in self.wanted.everywhere(hold.uri))
+        holder_ns = hold.holder.rpartition("/")[0]
         requests.update(
             Request(Kind.RESOURCE, Ref.parse(r.meta.key))
-            for r in self.registry.resources_with_uri(ns, hold.uri)
+            for where in {ns, holder_ns}
+            for r in self.registry.resources_with_uri(where, hold.uri)
         )
         return requests

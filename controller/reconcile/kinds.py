@@ -98,7 +98,7 @@ class ResourceReconciler(StatusReconciler):
         return status.resource_status(
             generation=gen,
             errors=self.registry.validate_resource(request.ref.key),
-            holder=self.holds.get(res.meta.namespace, res.spec.uri),
+            holder=self.holds.holding(res.meta.namespace, res.spec.uri),
             old=old,
             now=now,
         )

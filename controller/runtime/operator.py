@@ -22,12 +22,15 @@ import kopf
 import structlog
 from prometheus_client import start_http_server
 
+from controller.domain.work import WorkScope
 from controller.k8s.api import AGENTS, ApiError, KubeApi, load_api_client
 from controller.reconcile import Controller
 from controller.reconcile.catchup import Listing
 from controller.runtime import handlers, logs
+from controller.runtime.exits import Exit
 from controller.runtime.leader import LeaderElector, LeadershipLostError
 from controller.runtime.preflight import (
+    PreflightError,
     check_cluster,
     check_liveness_port,
     check_port,
@@ -65,6 +68,9 @@ class Options:
     """The session delivery sidecar's image ("" for sessions without one)."""
     unacknowledged_release: float = 120.0
     acknowledge_timeout: float = 60.0
+    work_scope: WorkScope = WorkScope.NAMESPACE
+    work_hold_namespace: str = ""
+    """Where cluster-scope holds live ("": the leader-election namespace)."""
 
 
 def build_registry(options: Options, stop: asyncio.Event) -> kopf.OperatorRegistry:
@@ -89,6 +95,8 @@ def build_registry(options: Options, stop: asyncio.Event) -> kopf.OperatorRegist
             delivery_image=options.delivery_image,
             unacknowledged_release=options.unacknowledged_release,
             acknowledge_timeout=options.acknowledge_timeout,
+            work_scope=options.work_scope,
+            work_hold_namespace=options.work_hold_namespace,
         )
         memo.controller = controller
         elector = (
@@ -189,6 +197,18 @@ def run(*, options: Options, liveness: str, metrics_port: int, log_level: str) -
     """Check what the controller needs (raising ``PreflightError``), then run until stopped."""
     logs.configure(log_level)
     check_liveness_port(liveness)
+    if not options.work_hold_namespace:
+        hold_ns = options.election_namespace or default_namespace()
+        options = replace(options, work_hold_namespace=hold_ns)
+    watched = not options.namespaces or options.work_hold_namespace in options.namespaces
+    if options.work_scope is WorkScope.CLUSTER and not watched:
+        raise PreflightError(
+            f"--work-scope=cluster keeps work holds in namespace "
+            f"{options.work_hold_namespace!r}, which this controller does not watch "
+            f"(--namespace {' '.join(options.namespaces)}): add --namespace "
+            f"{options.work_hold_namespace}, or choose another --work-hold-namespace",
+            Exit.USAGE,
+        )
     if metrics_port:
         check_port(metrics_port, "", "metrics server", "--metrics-port=PORT")
     check_cluster(load_client(), wait=options.api_wait)
@@ -202,6 +222,10 @@ def run(*, options: Options, liveness: str, metrics_port: int, log_level: str) -
     log.info(
         "starting",
         mode="leader election" if options.leader_election else "standalone",
+        work_scope=str(options.work_scope),
+        work_holds=options.work_hold_namespace
+        if options.work_scope is WorkScope.CLUSTER
+        else "in each agent's namespace",
         lease=f"{options.election_namespace}/{options.election_name}"
         if options.leader_election
         else None,

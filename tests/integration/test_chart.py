@@ -242,6 +242,23 @@ def test_several_replicas_need_ha(helm_bin: Path) -> None:
     assert "replicas=2 needs ha.enabled=true" in proc.stderr, proc.stderr
 
 
+def test_the_work_scope_is_a_value_and_its_holds_namespace_must_be_watched(
+    helm_bin: Path,
+) -> None:
+    args = container_args(render(helm_bin, "bindery", "ops", {"workScope": "cluster"}))
+    assert "--work-scope=cluster" in args
+    assert "--work-hold-namespace=ops" in args
+    watched = {"workScope": "cluster", "watchNamespaces": ["ops", "team-a"]}
+    assert "--work-scope=cluster" in container_args(render(helm_bin, "bindery", "ops", watched))
+    proc = helm(helm_bin, "template", str(CHART), "--namespace", "ops", "--set",
+                "workScope=cluster", "--set", "watchNamespaces={team-a}", check=False)  # fmt: skip
+    assert proc.returncode != 0
+    assert "add it to watchNamespaces" in proc.stderr, proc.stderr
+    proc = helm(helm_bin, "template", str(CHART), "--set", "workScope=teams", check=False)
+    assert proc.returncode != 0
+    assert "workScope" in proc.stderr, proc.stderr
+
+
 # ------------------------------------------------------------------------------- rendering
 
 
@@ -261,6 +278,8 @@ def test_default_rendering_is_one_standalone_restricted_controller(helm_bin: Pat
         "--standalone",
         "--log-level=INFO",
         "--resync-seconds=30",
+        "--work-scope=namespace",
+        "--work-hold-namespace=bindery-system",
     ]
     (deployment,) = only(objects, "Deployment")
     assert deployment["spec"]["replicas"] == 1

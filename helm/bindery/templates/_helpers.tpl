@@ -77,6 +77,9 @@ app.kubernetes.io/part-of: bindery
 {{- if and .Values.metrics.enabled (eq (int .Values.metrics.port) (int .Values.health.port)) -}}
 {{- fail (printf "metrics.port and health.port are both %d: the metrics server and kopf's liveness endpoint need different ports" (int .Values.health.port)) -}}
 {{- end -}}
+{{- if and (eq .Values.workScope "cluster") .Values.watchNamespaces (not (has .Release.Namespace .Values.watchNamespaces)) -}}
+{{- fail (printf "workScope=cluster keeps work holds in the release namespace %s, which watchNamespaces does not list: add it to watchNamespaces" .Release.Namespace) -}}
+{{- end -}}
 {{- end -}}
 
 {{/*
