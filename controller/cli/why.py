@@ -72,6 +72,26 @@ async def _resources(kube: KubeApi, namespace: str) -> list[dict[str, Any]]:
         return await kube.list_all(RESOURCES, namespace)
 
 
+async def _holds(kube: KubeApi, namespace: str) -> list[Hold]:
+    """The work holds that can concern an agent of ``namespace``: those in its namespace, and
+    those of the cluster-wide work scope (a hold in the controller's namespace whose holder is
+    in another namespace); only the agent's namespace when listing all is forbidden."""
+    selector = f"{MANAGED_BY}={MANAGER},{COMPONENT_LABEL}=work-hold"
+    try:
+        leases = await kube.list_all(LEASES, label_selector=selector)
+    except ApiError as exc:
+        if exc.status != 403:
+            raise
+        leases = await kube.list_all(LEASES, namespace, label_selector=selector)
+    holds = []
+    for body in leases:
+        hold = _hold(body)
+        where = (body.get("metadata") or {}).get("namespace", "")
+        if hold is not None and (where == namespace or not hold.holder.startswith(f"{where}/")):
+            holds.append(hold)
+    return holds
+
+
 async def gather(kube: KubeApi, namespace: str, name: str) -> Observed | None:
     """The live objects ``bindery why`` explains; None when the agent does not exist."""
     agent = await kube.get(AGENTS, namespace, name)
@@ -79,14 +99,13 @@ async def gather(kube: KubeApi, namespace: str, name: str) -> Observed | None:
         return None
     agent.setdefault("apiVersion", "bindery.dev/v1alpha1")
     agent.setdefault("kind", "AgentSpec")
-    holds_selector = f"{MANAGED_BY}={MANAGER},{COMPONENT_LABEL}=work-hold"
     session = session_name(name)
-    types, resources, tools, agents, leases, pods = await asyncio.gather(
+    types, resources, tools, agents, holds, pods = await asyncio.gather(
         kube.list_all(RESOURCE_TYPES),
         _resources(kube, namespace),
         kube.list_all(TOOLS, namespace),
         kube.list_all(AGENTS, namespace),
-        kube.list_all(LEASES, namespace, label_selector=holds_selector),
+        _holds(kube, namespace),
         kube.list_all(PODS, namespace, label_selector=f"{AGENT_LABEL}={name}"),
     )
     workload = await kube.get(STATEFUL_SETS, namespace, session)
@@ -104,7 +123,7 @@ async def gather(kube: KubeApi, namespace: str, name: str) -> Observed | None:
         resources=resources,
         tools=tools,
         agents=[a for a in agents if (a.get("metadata") or {}).get("name") != name],
-        holds=[h for h in (_hold(b) for b in leases) if h is not None],
+        holds=holds,
         session=workload,
         pod=pod,
         events=list(events.get("items") or []),

@@ -37,7 +37,7 @@ class Observed:
     agents: list[dict[str, Any]] = field(default_factory=list)
     """The other AgentSpecs in the agent's namespace: the rivals for its work URI."""
     holds: list[Hold] = field(default_factory=list)
-    """The work holds in the agent's namespace."""
+    """The work holds in the agent's namespace, and those of the cluster-wide work scope."""
     session: dict[str, Any] | None = None
     """The agent's session StatefulSet, if any."""
     pod: dict[str, Any] | None = None

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -147,3 +150,24 @@ def settle(cluster: Cluster, namespace: str, quiet: float = 2.0, timeout: float 
         if not controller_writes(cluster, namespace, mark):
             return
     raise AssertionError(f"the controller kept writing in {namespace} for {timeout}s")
+
+
+def why(
+    cluster: Cluster, namespace: str, name: str, *flags: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "controller", "why", name, "-n", namespace, *flags],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "PYTHONPATH": str(REPO_ROOT)},
+        cwd=REPO_ROOT,
+        timeout=60,
+        check=False,
+    )
+
+
+def explained(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
+    proc = why(cluster, namespace, name, "-o", "json")
+    assert proc.returncode == 0, proc.stderr
+    doc: dict[str, Any] = json.loads(proc.stdout)
+    return doc

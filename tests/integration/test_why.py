@@ -4,7 +4,6 @@ Ready condition, the work hold and the launch)."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -18,39 +17,20 @@ from tests.integration.kube import (
     apply,
     apply_examples,
     condition,
+    explained,
     must_get,
     settle,
     state,
     wait_status,
+    why,
     work,
 )
-from tests.support import REPO_ROOT, Cluster, ControllerProcess
+from tests.support import Cluster, ControllerProcess
 
 pytestmark = pytest.mark.integration
 
 DEV_WORK = "github-issue://example/project/123"
 PLUGIN = Path(sys.executable).parent / "kubectl-bindery"
-
-
-def why(
-    cluster: Cluster, namespace: str, name: str, *flags: str
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "controller", "why", name, "-n", namespace, *flags],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "PYTHONPATH": str(REPO_ROOT)},
-        cwd=REPO_ROOT,
-        timeout=60,
-        check=False,
-    )
-
-
-def explained(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
-    proc = why(cluster, namespace, name, "-o", "json")
-    assert proc.returncode == 0, proc.stderr
-    doc: dict[str, Any] = json.loads(proc.stdout)
-    return doc
 
 
 def _ready(conditions: list[dict[str, Any]]) -> tuple[str, str, str]:

@@ -22,7 +22,7 @@ from kubernetes import client, watch
 from controller.domain.delivery import delivered_work_uris
 from controller.domain.work import hold_name
 from controller.k8s import builders
-from tests.integration.kube import EXAMPLES, agent, apply, get, state, wait_status, work
+from tests.integration.kube import EXAMPLES, agent, apply, explained, get, state, wait_status, work
 from tests.support import Cluster, ControllerProcess, wait_for
 
 pytestmark = pytest.mark.integration
@@ -291,6 +291,11 @@ def test_handoff_across_namespaces_goes_through_no_holder(
     (cond,) = [c for c in ready["status"]["conditions"] if c["type"] == "Ready"]
     assert f"waiting for {a}/dev" in cond["message"]
     assert "github-issue" not in str(ready["status"]["work"].get("waitingFor"))
+    shown = explained(
+        cluster, b, "dev"
+    )  # `bindery why` finds the hold in the controller's namespace
+    assert shown["work"]["holder"] == f"{a}/dev"
+    assert shown["work"]["waitingFor"] == f"{a}/dev"
 
     apply(cluster, a, agent("dev", resources=[]))  # a lets go
     wait_status(cluster, "agentspec", b, "dev", state("Working"))
