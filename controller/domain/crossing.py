@@ -22,6 +22,7 @@ def granted(
     referrer: str,
     key: str,
     resource: ResourceObject | None,
+    *,
     use: GrantUse,
     reach: set[str],
 ) -> str | None:

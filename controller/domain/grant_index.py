@@ -79,9 +79,7 @@ class GrantIndex:
     def labels(self, namespace: str) -> Mapping[str, str]:
         return self._labels.get(namespace, {})
 
-    def grant_for(
-        self, referrer: str, target: Target, use: GrantUse
-    ) -> ResourceGrantObject | None:
+    def grant_for(self, referrer: str, target: Target, use: GrantUse) -> ResourceGrantObject | None:
         grants = self._grants.get(target.namespace)
         if not grants:
             return None

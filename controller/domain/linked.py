@@ -202,7 +202,7 @@ def link_resources(
             continue
         if r.meta.namespace == namespace:
             selected.append(registered(r, types))
-        elif grant := granted(view, namespace, r.meta.key, r, GrantUse.SELECTOR, reach):
+        elif grant := granted(view, namespace, r.meta.key, r, use=GrantUse.SELECTOR, reach=reach):
             selected.append(registered(r, types, grant))
     linked = sorted(direct_linked + selected, key=_LINKED_ORDER)
     return LinkedResources([result for result, _ in direct], direct_linked, linked)

@@ -33,7 +33,7 @@ def parameter_slot(
     reach = call.context.reach
     if elsewhere and "/" not in elsewhere and ":" not in value and elsewhere != namespace:
         resource = view.resource(value)
-        grant = granted(view, namespace, value, resource, GrantUse.PARAMETER, reach)
+        grant = granted(view, namespace, value, resource, use=GrantUse.PARAMETER, reach=reach)
         if grant is None:  # refused before saying whether it exists: no existence oracle
             why, fix = refused(namespace, value, GrantUse.PARAMETER)
             return call.error(
@@ -100,7 +100,9 @@ def _lookup(
     if by_uid is not None and by_uid.meta.namespace == namespace:
         return [registered(by_uid, types)], "uid"
     if by_uid is not None:  # another's: only by its grant, else as if it did not exist
-        grant = granted(view, namespace, by_uid.meta.key, by_uid, GrantUse.PARAMETER, reach)
+        grant = granted(
+            view, namespace, by_uid.meta.key, by_uid, use=GrantUse.PARAMETER, reach=reach
+        )
         if grant is not None:
             return [registered(by_uid, types, grant)], "uid"
     by_uri = [registered(r, types) for r in view.resources_with_uri(namespace, value)]

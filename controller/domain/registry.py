@@ -130,9 +130,7 @@ class Registry:
         """The namespace's ResourceGrants, by name."""
         return self._grants.grants_in(namespace)
 
-    def grant_for(
-        self, referrer: str, target: Target, use: GrantUse
-    ) -> ResourceGrantObject | None:
+    def grant_for(self, referrer: str, target: Target, use: GrantUse) -> ResourceGrantObject | None:
         return self._grants.grant_for(referrer, target, use)
 
     def validate_resource(self, resource_key: str) -> list[Problem]:
@@ -156,8 +154,8 @@ class Registry:
 
     # -- ResourceTypes -------------------------------------------------------------------------
 
-    def upsert(self, obj: RegisteredObject) -> Affected:
-        """Add or replace an object of any of the four kinds."""
+    def upsert(self, obj: RegisteredObject | ResourceGrantObject) -> Affected:
+        """Add or replace an object of any of the five kinds."""
         match obj:
             case ResourceTypeObject():
                 return self.upsert_type(obj)
@@ -167,6 +165,8 @@ class Registry:
                 return self.upsert_tool(obj)
             case AgentObject():
                 return self.upsert_agent(obj)
+            case ResourceGrantObject():
+                return self.upsert_grant(obj)
         raise TypeError(f"not a registered kind: {type(obj).__name__}")
 
     def upsert_type(self, obj: ResourceTypeObject) -> Affected:

@@ -31,9 +31,7 @@ class RegistryView(Protocol):
 
     def selected_resources(self, agent_key: str) -> list[ResourceObject]: ...
 
-    def grant_for(
-        self, referrer: str, target: Target, use: GrantUse
-    ) -> ResourceGrantObject | None:
+    def grant_for(self, referrer: str, target: Target, use: GrantUse) -> ResourceGrantObject | None:
         """The ResourceGrant of ``target``'s namespace that lets namespace ``referrer`` bind it by
         ``use`` (see :func:`~controller.domain.grants.granting`), or None."""
         ...

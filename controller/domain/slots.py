@@ -201,7 +201,9 @@ def static_slot(call: SlotCall, tool_namespace: str, view: RegistryView) -> Slot
     resource = view.resource(key)
     grant = ""
     if key.rpartition("/")[0] != tool_namespace:
-        found = granted(view, tool_namespace, key, resource, GrantUse.STATIC, call.context.reach)
+        found = granted(
+            view, tool_namespace, key, resource, use=GrantUse.STATIC, reach=call.context.reach
+        )
         if found is None:  # refused before saying whether it exists: no existence oracle
             why, fix = refused(tool_namespace, key, GrantUse.STATIC)
             return call.error(

@@ -3,9 +3,9 @@
 Each CRD's ``spec`` schema is walked together with its model (``ResourceTypeSpec``,
 ``ResourceSpec``, ``ToolSpec``, ``AgentSpecSpec``, ``ResourceGrantSpec`` and everything nested):
 same property names (the models' camelCase aliases), same required sets, same types, same enums,
-and the same defaults wherever either side states one. The rest of this file checks the CRDs' own contract:
-names, scope, status subresource, printer columns, a description on every field, list-maps, and
-a size limit on every list, map and string a user writes.
+and the same defaults wherever either side states one. The rest of this file checks the CRDs' own
+contract: names, scope, status subresource, printer columns, a description on every field,
+list-maps, and a size limit on every list, map and string a user writes.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import yaml
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
+from controller.domain.grants import ResourceGrantSpec
 from controller.domain.models import (
     API_VERSION,
     GROUP,
@@ -32,7 +33,6 @@ from controller.domain.models import (
     ResourceTypeSpec,
     ToolSpec,
 )
-from controller.domain.grants import ResourceGrantSpec
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD_DIR = REPO_ROOT / "crds"
@@ -455,7 +455,8 @@ def test_agent_status_fields() -> None:
     assert {"uri", "holder", "waitingFor"} <= set(status["work"]["properties"])
     binding = status["bindings"]["items"]["properties"]
     assert words("name tool slot mode access state resource message") <= set(binding)
-    assert set(binding["resource"]["properties"]) == words("uri type alias name namespace uid grant")
+    resource = set(binding["resource"]["properties"])
+    assert resource == words("uri type alias name namespace uid grant")
     assert words(
         "desiredLaunchGeneration observedLaunchGeneration desiredTrajectoryHash "
         "launchedTrajectoryHash lastLaunchTime launch bindingsConfigMap"
