@@ -1,8 +1,8 @@
 """``bindery why AGENT`` (also ``kubectl bindery why AGENT``): why an agent is, or is not, Ready.
 
-Reads the live objects the controller's decision depends on (every ResourceType and Resource,
-the Tools and AgentSpecs of the agent's namespace, its work holds, its session StatefulSet and
-pod, and the events about it) and explains them with the controller's own engine
+Reads the live objects the controller's decision depends on (every ResourceType, Resource and
+ResourceGrant, the Tools and AgentSpecs of the agent's namespace, its Namespace's labels, its work
+holds, its session StatefulSet and pod, and the events about it) and explains them with the controller's own engine
 (:mod:`controller.domain.explain`). Read-only: it never writes to the API server.
 """
 
@@ -23,9 +23,12 @@ from controller.k8s.api import (
     AGENTS,
     CORE_EVENTS,
     LEASES,
+    NAMESPACES,
     PODS,
+    RESOURCE_GRANTS,
     RESOURCE_TYPES,
     RESOURCES,
+    Endpoint,
     STATEFUL_SETS,
     TOOLS,
     ApiError,
@@ -61,15 +64,29 @@ def _hold(body: dict[str, Any]) -> Hold | None:
     )
 
 
-async def _resources(kube: KubeApi, namespace: str) -> list[dict[str, Any]]:
-    """Every Resource (static slots and parameters may name another namespace's); only the
-    agent's namespace when listing all is forbidden."""
+async def _everywhere(
+    kube: KubeApi, endpoint: Endpoint, namespace: str
+) -> list[dict[str, Any]]:
+    """Every Resource (or ResourceGrant): static slots, parameters and selectors may reach
+    another namespace's, by its grant. Only the agent's namespace when listing all is forbidden."""
     try:
-        return await kube.list_all(RESOURCES)
+        return await kube.list_all(endpoint)
     except ApiError as exc:
         if exc.status != 403:
             raise
-        return await kube.list_all(RESOURCES, namespace)
+        return await kube.list_all(endpoint, namespace)
+
+
+async def _namespace_labels(kube: KubeApi, namespace: str) -> dict[str, str] | None:
+    """The labels of the agent's Namespace; None when reading it is forbidden."""
+    try:
+        body = await kube.get(NAMESPACES, "", namespace)
+    except ApiError as exc:
+        if exc.status != 403:
+            raise
+        return None
+    labels = ((body or {}).get("metadata") or {}).get("labels") or {}
+    return {str(k): str(v) for k, v in labels.items()}
 
 
 async def gather(kube: KubeApi, namespace: str, name: str) -> Observed | None:
@@ -81,15 +98,17 @@ async def gather(kube: KubeApi, namespace: str, name: str) -> Observed | None:
     agent.setdefault("kind", "AgentSpec")
     holds_selector = f"{MANAGED_BY}={MANAGER},{COMPONENT_LABEL}=work-hold"
     session = session_name(name)
-    types, resources, tools, agents, leases, pods = await asyncio.gather(
+    types, resources, grants, tools, agents, leases, pods = await asyncio.gather(
         kube.list_all(RESOURCE_TYPES),
-        _resources(kube, namespace),
+        _everywhere(kube, RESOURCES, namespace),
+        _everywhere(kube, RESOURCE_GRANTS, namespace),
         kube.list_all(TOOLS, namespace),
         kube.list_all(AGENTS, namespace),
         kube.list_all(LEASES, namespace, label_selector=holds_selector),
         kube.list_all(PODS, namespace, label_selector=f"{AGENT_LABEL}={name}"),
     )
     workload = await kube.get(STATEFUL_SETS, namespace, session)
+    labels = await _namespace_labels(kube, namespace)
     events = await kube.request(
         "GET",
         CORE_EVENTS.path(namespace),
@@ -108,6 +127,8 @@ async def gather(kube: KubeApi, namespace: str, name: str) -> Observed | None:
         session=workload,
         pod=pod,
         events=list(events.get("items") or []),
+        grants=grants,
+        namespace_labels=labels,
     )
 
 
