@@ -1,9 +1,9 @@
 """``bindery why AGENT`` (also ``kubectl bindery why AGENT``): why an agent is, or is not, Ready.
 
 Reads the live objects the controller's decision depends on (every ResourceType, Resource and
-ResourceGrant, the Tools and AgentSpecs of the agent's namespace, its Namespace's labels, its work
-holds, its session StatefulSet and pod, and the events about it) and explains them with the controller's own engine
-(:mod:`controller.domain.explain`). Read-only: it never writes to the API server.
+ResourceGrant, the Tools and AgentSpecs of the agent's namespace, its Namespace's labels, its
+work holds, its session StatefulSet and pod, and the events about it) and explains them with the
+controller's own engine (:mod:`controller.domain.explain`). Read-only: it never writes to the API server.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ from controller.k8s.api import (
     RESOURCE_GRANTS,
     RESOURCE_TYPES,
     RESOURCES,
-    Endpoint,
     STATEFUL_SETS,
     TOOLS,
     ApiError,
+    Endpoint,
     KubeApi,
 )
 from controller.k8s.builders import (
@@ -64,9 +64,7 @@ def _hold(body: dict[str, Any]) -> Hold | None:
     )
 
 
-async def _everywhere(
-    kube: KubeApi, endpoint: Endpoint, namespace: str
-) -> list[dict[str, Any]]:
+async def _everywhere(kube: KubeApi, endpoint: Endpoint, namespace: str) -> list[dict[str, Any]]:
     """Every Resource (or ResourceGrant): static slots, parameters and selectors may reach
     another namespace's, by its grant. Only the agent's namespace when listing all is forbidden."""
     try:

@@ -16,8 +16,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from controller.domain import status as status_builder
-from controller.domain.launch import launch_record, launched_from_annotations, plan_session
 from controller.domain.grants import parse_grant
+from controller.domain.launch import launch_record, launched_from_annotations, plan_session
 from controller.domain.models import AgentObject, meta_from_body, parse_object
 from controller.domain.registry import Registry
 from controller.domain.results import BindingState
