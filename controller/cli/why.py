@@ -3,7 +3,8 @@
 Reads the live objects the controller's decision depends on (every ResourceType, Resource and
 ResourceGrant, the Tools and AgentSpecs of the agent's namespace, its Namespace's labels, its
 work holds, its session StatefulSet and pod, and the events about it) and explains them with the
-controller's own engine (:mod:`controller.domain.explain`). Read-only: it never writes to the API server.
+controller's own engine (:mod:`controller.domain.explain`). Read-only: it never writes to the API
+server.
 """
 
 from __future__ import annotations
