@@ -5,10 +5,13 @@ re-resolves exactly the referrers that consulted it."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from controller.domain.grants import ResourceGrantObject, ResourceGrantSpec
-from controller.domain.models import ObjectMeta, ResourceSelector
+import yaml
+
+from controller.domain.grants import ResourceGrantObject, ResourceGrantSpec, parse_grant
+from controller.domain.models import ObjectMeta, ResourceSelector, parse_object
 from controller.domain.registry import Affected, Registry
 from controller.domain.results import BindingState, SlotResult
 from tests.unit.domain_objects import agent, registry_of, resource, rtype, slot, tool, use
@@ -253,3 +256,37 @@ def test_a_deleted_referrer_leaves_the_reverse_index() -> None:
     affected = registry.upsert_grant(grant("share-config"))
     assert "team-a/dev" not in affected.agents
     assert "team-a/reader" not in affected.tools
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _docs(path: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((REPO / path).read_text()) if isinstance(d, dict)]
+
+
+def test_the_shared_config_example_binds_from_three_teams_by_the_grant() -> None:
+    """examples/grants/ resolves as its comments say: every team's Tool and agent bind
+    local/shared-config by the grant, and lose it when the grant goes."""
+    registry = Registry()
+    for doc in _docs("examples/manifests/00-resourcetypes.yaml"):
+        registry.upsert(parse_object(doc["kind"], doc))
+    for doc in _docs("examples/grants/00-namespaces.yaml"):
+        md = doc["metadata"]
+        registry.upsert_namespace(md["name"], md.get("labels") or {})
+    for doc in _docs("examples/grants/10-platform.yaml"):
+        kind = doc["kind"]
+        registry.upsert(parse_grant(doc) if kind == "ResourceGrant" else parse_object(kind, doc))
+    team_docs = _docs("examples/grants/20-team.yaml")
+    for team in TEAMS:
+        for doc in team_docs:
+            placed = {**doc, "metadata": {**doc["metadata"], "namespace": team}}
+            registry.upsert(parse_object(doc["kind"], placed))
+    agents = [f"{team}/configurer" for team in TEAMS]
+    for result in resolve_all(registry, agents).values():
+        assert result.state is BindingState.BOUND, result.message
+        assert result.resource is not None
+        assert result.resource.grant == "local/share-config"
+    assert registry.delete_grant("local", "share-config").agents == frozenset(agents)
+    for result in resolve_all(registry, agents).values():
+        assert result.state is BindingState.ERROR
