@@ -34,6 +34,7 @@ USAGE = {
     "selector": 'selector { match-label "KEY" "VALUE" }',
     "match-label": 'match-label "KEY" "VALUE"',
     "match-expression": 'match-expression "KEY" "In|NotIn|Exists|DoesNotExist" "VALUE"...',
+    "namespaces": 'namespaces "NAMESPACE"...',
     "runtime": (
         'runtime image="IMAGE" model="MODEL" { command ...; args ...; env ...; instructions ... }'
     ),
@@ -402,14 +403,33 @@ class _Agent:
         selector: dict[str, Any] = {}
         self.spec["resourceSelector"] = selector
         self.doc.values[("spec", "resourceSelector")] = node.pos
+        known = ("match-label", "match-expression", "namespaces")
         for child in node.children:
-            if child.name not in ("match-label", "match-expression"):
-                self.r.unknown(child, "in selector", ("match-label", "match-expression"))
+            if child.name not in known:
+                self.r.unknown(child, "in selector", known)
             elif self.r.plain(child) and self.r.props(child, ()) and self.r.leaf(child):
                 if child.name == "match-label":
                     self.match_label(child, selector)
-                else:
+                elif child.name == "match-expression":
                     self.match_expression(child, selector)
+                else:
+                    self.selector_namespaces(child, selector)
+
+    def selector_namespaces(self, child: Node, selector: dict[str, Any]) -> None:
+        """The other namespaces the selector selects in (where a ResourceGrant must admit)."""
+        args = self.r.strings(child, "one or more namespace names", 1, None)
+        if not args:
+            return
+        path = ("spec", "resourceSelector", "namespaces")
+        if "namespaces" in selector:
+            self.r.error(
+                child.pos,
+                f"namespaces is set twice (the first is at {self.doc.values[path]}): "
+                "expected one namespaces node listing them all",
+            )
+            return
+        selector["namespaces"] = [a.value for a in args]
+        self.doc.values[path] = args[0].pos
 
     def match_label(self, child: Node, selector: dict[str, Any]) -> None:
         args = self.r.strings(child, "a label key and value", 2, 2)
@@ -621,6 +641,8 @@ def to_kdl(metadata: dict[str, Any], spec: AgentSpecSpec) -> str:
             _line(2, "match-expression", [req.key, req.operator, *req.values])
             for req in sel.match_expressions
         ]
+        if sel.namespaces:
+            inner.append(_line(2, "namespaces", sel.namespaces))
         body.extend(_block(1, _line(1, "selector"), inner))
     if spec.runtime is not None:
         rt = spec.runtime
