@@ -17,7 +17,7 @@ import ckdl
 from controller.authoring.errors import START, AuthoringError, Pos, Problems, q
 from controller.authoring.kdlscan import NEWLINES, PNode, ScanError, locate_syntax_error, scan
 from controller.authoring.yamlpos import Located
-from controller.domain.models import API_VERSION, AgentSpecSpec
+from controller.domain.models import API_VERSION, AgentSpecSpec, ResourceSelector
 
 AGENT = "agent"
 
@@ -618,6 +618,17 @@ def _block(indent: int, head: str, body: list[str]) -> list[str]:
     return [f"{head} {{", *body, "  " * indent + "}"]
 
 
+def _selector_lines(sel: ResourceSelector) -> list[str]:
+    inner = [_line(2, "match-label", [k, v]) for k, v in sel.match_labels.items()]
+    inner += [
+        _line(2, "match-expression", [req.key, req.operator, *req.values])
+        for req in sel.match_expressions
+    ]
+    if sel.namespaces:
+        inner.append(_line(2, "namespaces", sel.namespaces))
+    return inner
+
+
 def to_kdl(metadata: dict[str, Any], spec: AgentSpecSpec) -> str:
     """One ``agent`` node; rendering it gives back the same manifest."""
     body: list[str] = []
@@ -635,15 +646,7 @@ def to_kdl(metadata: dict[str, Any], spec: AgentSpecSpec) -> str:
         params = [_line(2, "param", [slot, value]) for slot, value in use.params.items()]
         body.extend(_block(1, _line(1, "tool", [use.name]), params))
     if spec.resource_selector is not None:
-        sel = spec.resource_selector
-        inner = [_line(2, "match-label", [k, v]) for k, v in sel.match_labels.items()]
-        inner += [
-            _line(2, "match-expression", [req.key, req.operator, *req.values])
-            for req in sel.match_expressions
-        ]
-        if sel.namespaces:
-            inner.append(_line(2, "namespaces", sel.namespaces))
-        body.extend(_block(1, _line(1, "selector"), inner))
+        body.extend(_block(1, _line(1, "selector"), _selector_lines(spec.resource_selector)))
     if spec.runtime is not None:
         rt = spec.runtime
         props = [("image", rt.image)] + ([("model", rt.model)] if rt.model else [])
