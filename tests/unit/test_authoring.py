@@ -323,7 +323,7 @@ ERRORS: list[tuple[str, str, str]] = [
         "unknown node in a selector",
         'agent "dev" {\n  selector { matchLabel "a" "b"; }\n}\n',
         'a.kdl:2:14: error: unknown node "matchLabel" in selector: expected one of '
-        "match-expression, match-label",
+        "match-expression, match-label, namespaces",
     ),
     (
         "missing uri",
