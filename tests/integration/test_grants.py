@@ -289,3 +289,69 @@ def test_a_well_formed_grant_is_accepted_with_its_defaults(
     assert made["status"] == {"observedGeneration": -1}
     listed = cluster.kubectl("get", "brg", "-n", namespace).stdout
     assert listed.split()[:7] == ["NAME", "FROM", "TO", "USES", "READY", "REASON", "AGE"]
+
+
+def test_a_selector_and_a_parameter_reach_another_namespace_by_grant(
+    cluster: Cluster, spaces: dict[str, str], shared: ControllerProcess
+) -> None:
+    """An agent's resourceSelector.namespaces and a parameter value (the Resource's uid) bind
+    the platform's Resource only while a grant admits those uses."""
+    local, team = spaces["local"], spaces["team-a"]
+    cluster.kubectl(
+        "apply", "--server-side", "-f", str(REPO / "examples/manifests/00-resourcetypes.yaml")
+    )
+    resource = next(placed(d, spaces) for d in _docs("10-platform.yaml") if d["kind"] == "Resource")
+    apply(cluster, local, resource)
+    uid = must_get(cluster, "resource", local, "shared-config")["metadata"]["uid"]
+    tool = {
+        "apiVersion": "bindery.dev/v1alpha1",
+        "kind": "Tool",
+        "metadata": {"name": "both"},
+        "spec": {
+            "resourceSlots": [
+                {"name": "picked", "resourceType": "fs-directory"},
+                {"name": "asked", "resourceType": "fs-directory", "binding": "parameter"},
+            ]
+        },
+    }
+    agent = {
+        "apiVersion": "bindery.dev/v1alpha1",
+        "kind": "AgentSpec",
+        "metadata": {"name": "configurer"},
+        "spec": {
+            "tools": [{"name": "both", "params": {"asked": uid}}],
+            "resourceSelector": {
+                "matchLabels": {"bindery.dev/shared": "true"},
+                "namespaces": [local],
+            },
+        },
+    }
+    apply(cluster, team, tool, agent)
+    refused = wait_status(
+        cluster, "agentspec", team, "configurer", lambda o: o["status"].get("state") == "Error"
+    )
+    rows = {b["name"]: b for b in refused["status"]["bindings"]}
+    assert "names no resource" in rows["both.asked"]["message"]  # another's uid: not found
+    assert "resource" not in rows["both.picked"]
+    assert SHARED_URI not in delivered(cluster, team)
+
+    grant = grant_doc("share-config", "shared-config", team)
+    grant["spec"]["uses"] = ["parameter", "selector"]
+    apply(cluster, local, grant)
+    bound = wait_status(
+        cluster, "agentspec", team, "configurer", lambda o: o["status"].get("state") == "Idle"
+    )
+    rows = {b["name"]: b for b in bound["status"]["bindings"]}
+    for name in ("both.picked", "both.asked"):
+        assert rows[name]["resource"]["grant"] == f"{local}/share-config"
+    wait_status(
+        cluster, "configmap", team, "configurer-bindings",
+        lambda o: SHARED_URI in json.dumps(o.get("data") or {}),
+    )  # fmt: skip
+
+    cluster.kubectl("delete", "resourcegrant", "share-config", "-n", local)
+    wait_status(
+        cluster, "configmap", team, "configurer-bindings",
+        lambda o: SHARED_URI not in json.dumps(o.get("data") or {}),
+        timeout=ONE_PASS,
+    )  # fmt: skip
