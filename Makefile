@@ -102,7 +102,7 @@ argocd-values: ## regenerate the Argo CD Helm values snippet from the shipped he
 	@{ echo "# Values for the Argo CD Helm chart (argo-cd): Bindery's health checks in argocd-cm."; \
 	  echo "# Generated from health.lua by 'make argocd-values'; see docs/gitops.md."; \
 	  echo "configs:"; echo "  cm:"; \
-	  for kind in AgentSpec Tool Resource ResourceType; do \
+	  for kind in AgentSpec Tool Resource ResourceType ResourceGrant; do \
 	    echo "    resource.customizations.health.bindery.dev_$$kind: |"; \
 	    sed -e 's/^/      /' -e 's/^ *$$//' $(ARGOCD)/health.lua; \
 	  done; } > $(ARGOCD)/argo-cd-values.yaml

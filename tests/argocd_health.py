@@ -15,7 +15,7 @@ from lupa import lua51
 REPO_ROOT = Path(__file__).resolve().parents[1]
 HEALTH_SCRIPT = REPO_ROOT / "helm" / "bindery" / "argocd" / "health.lua"
 ARGO_CD_VALUES = REPO_ROOT / "helm" / "bindery" / "argocd" / "argo-cd-values.yaml"
-KINDS = ("AgentSpec", "Tool", "Resource", "ResourceType")
+KINDS = ("AgentSpec", "Tool", "Resource", "ResourceType", "ResourceGrant")
 LuaSyntaxError = lua51.LuaSyntaxError
 HEALTH_STATUSES = {"Healthy", "Progressing", "Degraded", "Suspended", "Missing", "Unknown"}
 

@@ -26,6 +26,7 @@ from controller.domain.results import (
 from controller.domain.status import (
     agent_status,
     condition,
+    grant_status,
     health_conditions,
     invalid_status,
     resource_status,
@@ -42,6 +43,7 @@ KIND_PLURALS = {
     "Tool": "tools",
     "Resource": "resources",
     "ResourceType": "resourcetypes",
+    "ResourceGrant": "resourcegrants",
 }
 
 
@@ -152,6 +154,10 @@ def _type(closure: TypeClosure) -> dict[str, Any]:
     return resource_type_status(generation=GENERATION, closure=closure, old={}, now=NOW)
 
 
+def _grant() -> dict[str, Any]:
+    return grant_status(generation=GENERATION, uses=["static"], old={}, now=NOW)
+
+
 _NOT_OBSERVED = {"observedGeneration": -1}  # the CRD default: what a new object reads
 _MISSING, _CONFLICT = ErrorCause.MISSING, ErrorCause.CONFLICT
 
@@ -229,4 +235,8 @@ def rows() -> list[Row]:
         Row("ResourceType", "parentTypes cycle", _type(TypeClosure(name="x", cycle=["x", "x"])),
             "False", "ParentCycle", False, True, "Failed", "Degraded"),
         *_common("ResourceType", _type(TypeClosure(name="x")), "Valid"),
+        # ResourceGrant
+        Row("ResourceGrant", "observed", _grant(), "True", "Observed",
+            False, False, "Current", "Healthy"),
+        *_common("ResourceGrant", _grant(), "Observed"),
     ]  # fmt: skip

@@ -17,7 +17,7 @@ import ckdl
 from controller.authoring.errors import START, AuthoringError, Pos, Problems, q
 from controller.authoring.kdlscan import NEWLINES, PNode, ScanError, locate_syntax_error, scan
 from controller.authoring.yamlpos import Located
-from controller.domain.models import API_VERSION, AgentSpecSpec
+from controller.domain.models import API_VERSION, AgentSpecSpec, ResourceSelector
 
 AGENT = "agent"
 
@@ -34,6 +34,7 @@ USAGE = {
     "selector": 'selector { match-label "KEY" "VALUE" }',
     "match-label": 'match-label "KEY" "VALUE"',
     "match-expression": 'match-expression "KEY" "In|NotIn|Exists|DoesNotExist" "VALUE"...',
+    "namespaces": 'namespaces "NAMESPACE"...',
     "runtime": (
         'runtime image="IMAGE" model="MODEL" { command ...; args ...; env ...; instructions ... }'
     ),
@@ -402,14 +403,33 @@ class _Agent:
         selector: dict[str, Any] = {}
         self.spec["resourceSelector"] = selector
         self.doc.values[("spec", "resourceSelector")] = node.pos
+        known = ("match-label", "match-expression", "namespaces")
         for child in node.children:
-            if child.name not in ("match-label", "match-expression"):
-                self.r.unknown(child, "in selector", ("match-label", "match-expression"))
+            if child.name not in known:
+                self.r.unknown(child, "in selector", known)
             elif self.r.plain(child) and self.r.props(child, ()) and self.r.leaf(child):
                 if child.name == "match-label":
                     self.match_label(child, selector)
-                else:
+                elif child.name == "match-expression":
                     self.match_expression(child, selector)
+                else:
+                    self.selector_namespaces(child, selector)
+
+    def selector_namespaces(self, child: Node, selector: dict[str, Any]) -> None:
+        """The other namespaces the selector selects in (where a ResourceGrant must admit)."""
+        args = self.r.strings(child, "one or more namespace names", 1, None)
+        if not args:
+            return
+        path = ("spec", "resourceSelector", "namespaces")
+        if "namespaces" in selector:
+            self.r.error(
+                child.pos,
+                f"namespaces is set twice (the first is at {self.doc.values[path]}): "
+                "expected one namespaces node listing them all",
+            )
+            return
+        selector["namespaces"] = [a.value for a in args]
+        self.doc.values[path] = args[0].pos
 
     def match_label(self, child: Node, selector: dict[str, Any]) -> None:
         args = self.r.strings(child, "a label key and value", 2, 2)
@@ -598,6 +618,17 @@ def _block(indent: int, head: str, body: list[str]) -> list[str]:
     return [f"{head} {{", *body, "  " * indent + "}"]
 
 
+def _selector_lines(sel: ResourceSelector) -> list[str]:
+    inner = [_line(2, "match-label", [k, v]) for k, v in sel.match_labels.items()]
+    inner += [
+        _line(2, "match-expression", [req.key, req.operator, *req.values])
+        for req in sel.match_expressions
+    ]
+    if sel.namespaces:
+        inner.append(_line(2, "namespaces", sel.namespaces))
+    return inner
+
+
 def to_kdl(metadata: dict[str, Any], spec: AgentSpecSpec) -> str:
     """One ``agent`` node; rendering it gives back the same manifest."""
     body: list[str] = []
@@ -615,13 +646,7 @@ def to_kdl(metadata: dict[str, Any], spec: AgentSpecSpec) -> str:
         params = [_line(2, "param", [slot, value]) for slot, value in use.params.items()]
         body.extend(_block(1, _line(1, "tool", [use.name]), params))
     if spec.resource_selector is not None:
-        sel = spec.resource_selector
-        inner = [_line(2, "match-label", [k, v]) for k, v in sel.match_labels.items()]
-        inner += [
-            _line(2, "match-expression", [req.key, req.operator, *req.values])
-            for req in sel.match_expressions
-        ]
-        body.extend(_block(1, _line(1, "selector"), inner))
+        body.extend(_block(1, _line(1, "selector"), _selector_lines(spec.resource_selector)))
     if spec.runtime is not None:
         rt = spec.runtime
         props = [("image", rt.image)] + ([("model", rt.model)] if rt.model else [])

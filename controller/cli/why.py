@@ -1,9 +1,10 @@
 """``bindery why AGENT`` (also ``kubectl bindery why AGENT``): why an agent is, or is not, Ready.
 
-Reads the live objects the controller's decision depends on (every ResourceType and Resource,
-the Tools and AgentSpecs of the agent's namespace, its work holds, its session StatefulSet and
-pod, and the events about it) and explains them with the controller's own engine
-(:mod:`controller.domain.explain`). Read-only: it never writes to the API server.
+Reads the live objects the controller's decision depends on (every ResourceType, Resource and
+ResourceGrant, the Tools and AgentSpecs of the agent's namespace, its Namespace's labels, its
+work holds, its session StatefulSet and pod, and the events about it) and explains them with the
+controller's own engine (:mod:`controller.domain.explain`). Read-only: it never writes to the API
+server.
 """
 
 from __future__ import annotations
@@ -23,12 +24,15 @@ from controller.k8s.api import (
     AGENTS,
     CORE_EVENTS,
     LEASES,
+    NAMESPACES,
     PODS,
+    RESOURCE_GRANTS,
     RESOURCE_TYPES,
     RESOURCES,
     STATEFUL_SETS,
     TOOLS,
     ApiError,
+    Endpoint,
     KubeApi,
 )
 from controller.k8s.builders import (
@@ -61,15 +65,27 @@ def _hold(body: dict[str, Any]) -> Hold | None:
     )
 
 
-async def _resources(kube: KubeApi, namespace: str) -> list[dict[str, Any]]:
-    """Every Resource (static slots and parameters may name another namespace's); only the
-    agent's namespace when listing all is forbidden."""
+async def _everywhere(kube: KubeApi, endpoint: Endpoint, namespace: str) -> list[dict[str, Any]]:
+    """Every Resource (or ResourceGrant): static slots, parameters and selectors may reach
+    another namespace's, by its grant. Only the agent's namespace when listing all is forbidden."""
     try:
-        return await kube.list_all(RESOURCES)
+        return await kube.list_all(endpoint)
     except ApiError as exc:
         if exc.status != 403:
             raise
-        return await kube.list_all(RESOURCES, namespace)
+        return await kube.list_all(endpoint, namespace)
+
+
+async def _namespace_labels(kube: KubeApi, namespace: str) -> dict[str, str] | None:
+    """The labels of the agent's Namespace; None when reading it is forbidden."""
+    try:
+        body = await kube.get(NAMESPACES, "", namespace)
+    except ApiError as exc:
+        if exc.status != 403:
+            raise
+        return None
+    labels = ((body or {}).get("metadata") or {}).get("labels") or {}
+    return {str(k): str(v) for k, v in labels.items()}
 
 
 async def _holds(kube: KubeApi, namespace: str) -> list[Hold]:
@@ -100,15 +116,17 @@ async def gather(kube: KubeApi, namespace: str, name: str) -> Observed | None:
     agent.setdefault("apiVersion", "bindery.dev/v1alpha1")
     agent.setdefault("kind", "AgentSpec")
     session = session_name(name)
-    types, resources, tools, agents, holds, pods = await asyncio.gather(
+    types, resources, grants, tools, agents, pods = await asyncio.gather(
         kube.list_all(RESOURCE_TYPES),
-        _resources(kube, namespace),
+        _everywhere(kube, RESOURCES, namespace),
+        _everywhere(kube, RESOURCE_GRANTS, namespace),
         kube.list_all(TOOLS, namespace),
         kube.list_all(AGENTS, namespace),
-        _holds(kube, namespace),
         kube.list_all(PODS, namespace, label_selector=f"{AGENT_LABEL}={name}"),
     )
+    holds = await _holds(kube, namespace)
     workload = await kube.get(STATEFUL_SETS, namespace, session)
+    labels = await _namespace_labels(kube, namespace)
     events = await kube.request(
         "GET",
         CORE_EVENTS.path(namespace),
@@ -127,6 +145,8 @@ async def gather(kube: KubeApi, namespace: str, name: str) -> Observed | None:
         session=workload,
         pod=pod,
         events=list(events.get("items") or []),
+        grants=grants,
+        namespace_labels=labels,
     )
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from controller.domain import status as status_builder
+from controller.domain.grants import parse_grant
 from controller.domain.launch import launch_record, launched_from_annotations, plan_session
 from controller.domain.models import AgentObject, meta_from_body, parse_object
 from controller.domain.registry import Registry
@@ -44,6 +45,11 @@ class Observed:
     """The session's pod, if any."""
     events: list[dict[str, Any]] = field(default_factory=list)
     """Events about the agent (events.k8s.io or core shape)."""
+    grants: list[dict[str, Any]] = field(default_factory=list)
+    """The ResourceGrants that may admit the agent's namespace (of every namespace it can read)."""
+    namespace_labels: dict[str, str] | None = None
+    """The labels of the agent's Namespace (a grant's namespaceSelector reads them); None when
+    they could not be read."""
 
 
 def _key(body: dict[str, Any]) -> str:
@@ -75,6 +81,16 @@ def build_registry(observed: Observed) -> tuple[Registry, dict[str, str]]:
                 rejected[f"{kind} {_key(body)}"] = _first_error(exc)
                 continue
             registry.upsert(obj)
+    for body in observed.grants:
+        try:
+            grant = parse_grant(body)
+        except ValidationError as exc:
+            rejected[f"ResourceGrant {_key(body)}"] = _first_error(exc)
+            continue
+        registry.upsert_grant(grant)
+    if observed.namespace_labels is not None:
+        namespace = meta_from_body(observed.agent).namespace
+        registry.upsert_namespace(namespace, observed.namespace_labels)
     return registry, rejected
 
 
@@ -275,7 +291,8 @@ def _resource_text(row: dict[str, Any]) -> str:
         return ""
     where = f"Resource {res['namespace']}/{res['name']}" if res.get("name") else "direct only"
     alias = f" alias {res['alias']}" if res.get("alias") else ""
-    return f"{res.get('uri', '')} ({res.get('type', '')}{alias}; {where})"
+    grant = f", shared by ResourceGrant {res['grant']}" if res.get("grant") else ""
+    return f"{res.get('uri', '')} ({res.get('type', '')}{alias}; {where}{grant})"
 
 
 def _header(doc: dict[str, Any]) -> list[str]:

@@ -15,11 +15,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from controller.domain.label_selectors import matches
-from controller.domain.models import LabelSelector, ObjectMeta, WireModel
+from controller.domain.models import LabelSelector, ObjectMeta, WireModel, meta_from_body
 
 
 class GrantUse(StrEnum):
@@ -67,6 +68,13 @@ class ResourceGrantObject(BaseModel):
     model_config = ConfigDict(frozen=True)
     meta: ObjectMeta
     spec: ResourceGrantSpec
+
+
+def parse_grant(body: Mapping[str, Any]) -> ResourceGrantObject:
+    """An API body of kind ResourceGrant as the object the registry holds. Raises pydantic's
+    ValidationError for a spec the model refuses."""
+    spec = ResourceGrantSpec.model_validate(body.get("spec") or {})
+    return ResourceGrantObject(meta=meta_from_body(dict(body)), spec=spec)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ fall back to the whole namespace.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from controller.domain.models import LabelSelector, LabelSelectorRequirement
@@ -131,8 +131,16 @@ class SelectorIndex:
         self._selectors: dict[str, tuple[LabelSelector, list[Filing]]] = {}
         self._filed: MultiIndex[Filing, str] = MultiIndex()
 
-    def add(self, namespace: str, key: str, selector: LabelSelector, anchor: Anchor | None) -> None:
-        filings = _anchor_filings(namespace, anchor)
+    def add(
+        self,
+        namespace: str | Sequence[str],
+        key: str,
+        selector: LabelSelector,
+        anchor: Anchor | None,
+    ) -> None:
+        """File the selector under ``anchor`` in ``namespace`` (or in each of several)."""
+        spaces = (namespace,) if isinstance(namespace, str) else namespace
+        filings = [f for space in spaces for f in _anchor_filings(space, anchor)]
         self._selectors[key] = (selector, filings)
         for filing in filings:
             self._filed.add(filing, key)

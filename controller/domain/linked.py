@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import NamedTuple
 
+from controller.domain.crossing import granted
+from controller.domain.grants import GrantUse
 from controller.domain.messages import message, type_fix
 from controller.domain.models import AgentObject, DirectBinding, ResourceObject
 from controller.domain.registry_view import RegistryView
@@ -30,8 +32,11 @@ from controller.domain.results import (
 from controller.domain.types import TypeGraph
 
 
-def bound_resource(resource: ResourceObject, alias: str | None = None) -> BoundResource:
-    """A registered Resource as bindings report it, with its own alias unless given another."""
+def bound_resource(
+    resource: ResourceObject, alias: str | None = None, grant: str = ""
+) -> BoundResource:
+    """A registered Resource as bindings report it, with its own alias unless given another, and
+    the grant that lets it be bound when it is another namespace's."""
     meta, spec = resource.meta, resource.spec
     return BoundResource.trusted(
         {
@@ -42,6 +47,7 @@ def bound_resource(resource: ResourceObject, alias: str | None = None) -> BoundR
             "namespace": meta.namespace,
             "uid": meta.uid,
             "attributes": dict(spec.attributes),
+            "grant": grant,
         }
     )
 
@@ -103,11 +109,13 @@ _LINKED_ORDER = attrgetter("resource.uri", "resource.alias", "resource.namespace
 """How linked resources are ordered (and so candidates listed): by URI, then alias, then key."""
 
 
-def registered(resource: ResourceObject, types: TypeGraph) -> Linked:
-    """A registered Resource as a slot sees it: matched by its alias, then its name."""
+def registered(resource: ResourceObject, types: TypeGraph, grant: str = "") -> Linked:
+    """A registered Resource as a slot sees it: matched by its alias, then its name (``grant``:
+    the ResourceGrant that lets another namespace bind it)."""
     alias, name = resource.spec.alias, resource.meta.name
     names = (("alias", alias), ("name", name)) if alias else (("name", name),)
-    return Linked(bound_resource(resource), names, types.stands_for(resource.spec.type))
+    bound = bound_resource(resource, grant=grant)
+    return Linked(bound, names, types.stands_for(resource.spec.type))
 
 
 def _one_per_uri(direct: Sequence[Linked]) -> list[Linked]:
@@ -145,6 +153,7 @@ def _as_tagged(binding: DirectBinding) -> BoundResource:
             "namespace": "",
             "uid": "",
             "attributes": {},
+            "grant": "",
         }
     )
 
@@ -171,17 +180,30 @@ class LinkedResources(NamedTuple):
 
 
 def link_resources(
-    agent: AgentObject, view: RegistryView, pairs: set[tuple[str, str]]
+    agent: AgentObject, view: RegistryView, pairs: set[tuple[str, str]], reach: set[str]
 ) -> LinkedResources:
     """The agent's direct bindings and selected Resources as linked resources; the type checks
-    made on the way (a registered Resource against a binding's tag) are added to ``pairs``."""
+    made on the way (a registered Resource against a binding's tag) are added to ``pairs``, and
+    the other namespaces its selector reaches into to ``reach``.
+
+    A Resource selected in another namespace (``resourceSelector.namespaces``) is linked only
+    when a ResourceGrant there admits the agent's namespace for selectors; the others are left
+    out, as if the selector did not select them."""
     key, namespace, types = agent.meta.key, agent.meta.namespace, view.types
     direct = [_direct(binding, key, namespace, view, pairs) for binding in agent.spec.resources]
     direct_linked = _one_per_uri([linked for _, linked in direct])
     direct_uris = {binding.uri for binding in agent.spec.resources}
-    selected = [
-        registered(r, types) for r in view.selected_resources(key) if r.spec.uri not in direct_uris
-    ]
+    selector = agent.spec.resource_selector
+    if selector is not None:
+        reach.update(other for other in selector.namespaces if other != namespace)
+    selected = []
+    for r in view.selected_resources(key):
+        if r.spec.uri in direct_uris:
+            continue
+        if r.meta.namespace == namespace:
+            selected.append(registered(r, types))
+        elif grant := granted(view, namespace, r.meta.key, r, use=GrantUse.SELECTOR, reach=reach):
+            selected.append(registered(r, types, grant))
     linked = sorted(direct_linked + selected, key=_LINKED_ORDER)
     return LinkedResources([result for result, _ in direct], direct_linked, linked)
 

@@ -11,7 +11,15 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
@@ -153,6 +161,24 @@ class LabelSelectorRequirement(WireModel):
 class LabelSelector(WireModel):
     match_labels: dict[str, str] = Field(default_factory=dict)
     match_expressions: list[LabelSelectorRequirement] = Field(default_factory=list)
+
+
+class ResourceSelector(LabelSelector):
+    """An agent's ``resourceSelector``: a label selector, in the agent's own namespace and in
+    the other ``namespaces`` it lists (where a ResourceGrant must admit each Resource it
+    selects)."""
+
+    namespaces: list[str] = Field(default_factory=list)
+
+
+def _as_resource_selector(value: Any) -> Any:
+    """A plain :class:`LabelSelector` given where a resource selector is wanted: the same
+    selector, in the agent's own namespace only."""
+    if isinstance(value, LabelSelector) and not isinstance(value, ResourceSelector):
+        return ResourceSelector(
+            match_labels=value.match_labels, match_expressions=value.match_expressions
+        )
+    return value
 
 
 class EnvVar(WireModel):
@@ -374,7 +400,9 @@ DUPLICATE_NAMES_REPORTED = "duplicate_names_reported"
 class AgentSpecSpec(WireModel):
     resources: list[DirectBinding] = Field(default_factory=list)
     tools: list[ToolUse] = Field(default_factory=list)
-    resource_selector: LabelSelector | None = None
+    resource_selector: Annotated[
+        ResourceSelector | None, BeforeValidator(_as_resource_selector)
+    ] = None
     runtime: Runtime | None = None
     relaunch_generation: Annotated[int, Field(ge=0)] = 0
 

@@ -8,12 +8,13 @@ from typing import Any
 
 
 class Kind(StrEnum):
-    """The four Bindery kinds; the value is the short label used in logs and metrics."""
+    """The Bindery kinds; the value is the short label used in logs and metrics."""
 
     TYPE = "type"
     RESOURCE = "resource"
     TOOL = "tool"
     AGENT = "agent"
+    GRANT = "grant"
 
     @property
     def kind_name(self) -> str:
@@ -34,12 +35,14 @@ _KIND_NAMES = {
     Kind.RESOURCE: "Resource",
     Kind.TOOL: "Tool",
     Kind.AGENT: "AgentSpec",
+    Kind.GRANT: "ResourceGrant",
 }
 _PLURALS = {
     Kind.TYPE: "resourcetypes",
     Kind.RESOURCE: "resources",
     Kind.TOOL: "tools",
     Kind.AGENT: "agentspecs",
+    Kind.GRANT: "resourcegrants",
 }
 
 

@@ -14,6 +14,9 @@ the cost of a change follows what depends on it, never the size of the cluster:
   when either side changes).
 * Tools are indexed by the types their slots ask for and the Resources their static slots name
   (:class:`~controller.domain.tool_index.ToolIndex`).
+* ResourceGrants are kept by namespace, with the Namespaces' labels, and every agent and Tool by
+  the other namespaces whose grants its last resolution consulted
+  (:class:`~controller.domain.grant_index.GrantIndex`): a grant's change re-resolves those.
 
 The registry composes these indexes and owns what crosses them: which objects a change affects.
 Agents' resolutions are computed on demand and not kept: they are large (about 30 kB for an agent
@@ -29,8 +32,12 @@ deleted object is the caller's to clean up, not to reconcile).
 
 from __future__ import annotations
 
+from collections.abc import Set
+
 from controller.domain.affected import Affected
 from controller.domain.agent_index import AgentIndex
+from controller.domain.grant_index import GrantIndex
+from controller.domain.grants import GrantUse, ResourceGrantObject, Target
 from controller.domain.models import (
     AgentObject,
     RegisteredObject,
@@ -43,7 +50,7 @@ from controller.domain.resource_index import ResourceIndex
 from controller.domain.resource_validity import resource_errors
 from controller.domain.results import AgentResolution, Problem, ToolValidation, TypeClosure
 from controller.domain.selections import Selections
-from controller.domain.slots import validate_tool_slots
+from controller.domain.slots import checked_tool_slots
 from controller.domain.tool_index import ToolIndex
 from controller.domain.type_changes import TypeChanges
 from controller.domain.type_reads import TypeReadIndex
@@ -62,6 +69,7 @@ class Registry:
         self._agents = AgentIndex()
         self._selections = Selections()
         self._reads = TypeReadIndex()
+        self._grants = GrantIndex()
         self._type_changes = TypeChanges(
             self._types, self._resources, self._tools, self._agents, self._reads
         )
@@ -100,17 +108,30 @@ class Registry:
 
     def resolve(self, agent_key: str) -> AgentResolution:
         """The agent's resolution, computed afresh. KeyError if unknown."""
-        resolution, reads = resolve_agent(self._agents[agent_key], self)
+        resolution, reads, reach = resolve_agent(self._agents[agent_key], self)
         self._reads.record(agent_key, reads)
+        self._grants.record_agent(agent_key, reach)
         return resolution
 
     def validate_tool(self, tool_key: str) -> ToolValidation:
         """The Tool's static slots checked on their own, cached. KeyError if unknown."""
         validation = self._validations.get(tool_key)
         if validation is None:
-            validation = validate_tool_slots(self._tools[tool_key], self)
+            validation, reach = checked_tool_slots(self._tools[tool_key], self)
             self._validations[tool_key] = validation
+            self._grants.record_tool(tool_key, reach)
         return validation
+
+    def grant(self, key: str) -> ResourceGrantObject | None:
+        """The ResourceGrant ``namespace/name``, if registered."""
+        return self._grants.grant(key)
+
+    def grants_in(self, namespace: str) -> list[ResourceGrantObject]:
+        """The namespace's ResourceGrants, by name."""
+        return self._grants.grants_in(namespace)
+
+    def grant_for(self, referrer: str, target: Target, use: GrantUse) -> ResourceGrantObject | None:
+        return self._grants.grant_for(referrer, target, use)
 
     def validate_resource(self, resource_key: str) -> list[Problem]:
         """What is wrong with the Resource on its own, including other Resources in its namespace
@@ -133,8 +154,8 @@ class Registry:
 
     # -- ResourceTypes -------------------------------------------------------------------------
 
-    def upsert(self, obj: RegisteredObject) -> Affected:
-        """Add or replace an object of any of the four kinds."""
+    def upsert(self, obj: RegisteredObject | ResourceGrantObject) -> Affected:
+        """Add or replace an object of any of the five kinds."""
         match obj:
             case ResourceTypeObject():
                 return self.upsert_type(obj)
@@ -144,6 +165,8 @@ class Registry:
                 return self.upsert_tool(obj)
             case AgentObject():
                 return self.upsert_agent(obj)
+            case ResourceGrantObject():
+                return self.upsert_grant(obj)
         raise TypeError(f"not a registered kind: {type(obj).__name__}")
 
     def upsert_type(self, obj: ResourceTypeObject) -> Affected:
@@ -230,6 +253,7 @@ class Registry:
         if self._tools.remove(key) is None:
             return Affected()
         self._validations.pop(key, None)
+        self._grants.drop_tool(key)
         return self._invalidate(Affected(agents=frozenset(self._agents.using_tool(key))))
 
     # -- agents --------------------------------------------------------------------------------
@@ -247,7 +271,51 @@ class Registry:
         if self._agents.remove(key) is not None:
             self._selections.discard_agent(key)
             self._reads.drop(key)
+            self._grants.drop_agent(key)
         return Affected()
+
+    # -- ResourceGrants and Namespaces ---------------------------------------------------------
+
+    def upsert_grant(self, obj: ResourceGrantObject) -> Affected:
+        """Add or replace a grant: the referrers that consulted its namespace's grants (those it
+        lets bind, those refused there) are re-resolved."""
+        if not self._grants.put(obj):
+            return Affected()
+        return self._invalidate(self._reaching(obj.meta.namespace))
+
+    def delete_grant(self, namespace: str, name: str) -> Affected:
+        """Revoke a grant: the referrers that consulted its namespace's grants are re-resolved
+        (those it let bind lose the Resource)."""
+        if not self._grants.remove(namespace, name):
+            return Affected()
+        return self._invalidate(self._reaching(namespace))
+
+    def upsert_namespace(self, name: str, labels: dict[str, str]) -> Affected:
+        """A Namespace's labels (which grants' ``namespaceSelector`` reads): when they change, its
+        referrers that consulted any grant are re-resolved."""
+        if not self._grants.set_labels(name, labels):
+            return Affected()
+        return self._invalidate(self._reaching_from(name))
+
+    def delete_namespace(self, name: str) -> Affected:
+        if not self._grants.set_labels(name, None):
+            return Affected()
+        return self._invalidate(self._reaching_from(name))
+
+    def _reaching(self, namespace: str) -> Affected:
+        agents, tools = self._grants.reaching(namespace)
+        return self._referrers(agents, tools)
+
+    def _reaching_from(self, namespace: str) -> Affected:
+        agents, tools = self._grants.reaching_from(namespace)
+        return self._referrers(agents, tools)
+
+    def _referrers(self, agents: Set[str], tools: Set[str]) -> Affected:
+        """The agents and Tools given, and the agents using those Tools (a static slot's result
+        is the Tool's)."""
+        users = set(agents)
+        users.update(*(self._agents.using_tool(tool) for tool in tools))
+        return Affected(agents=frozenset(users), tools=frozenset(tools))
 
     # -- caches --------------------------------------------------------------------------------
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from controller.domain.grants import GrantUse, ResourceGrantObject, Target
 from controller.domain.models import ResourceObject, ToolObject
 from controller.domain.results import ToolValidation
 from controller.domain.types import TypeGraph
@@ -29,3 +30,8 @@ class RegistryView(Protocol):
         ...
 
     def selected_resources(self, agent_key: str) -> list[ResourceObject]: ...
+
+    def grant_for(self, referrer: str, target: Target, use: GrantUse) -> ResourceGrantObject | None:
+        """The ResourceGrant of ``target``'s namespace that lets namespace ``referrer`` bind it by
+        ``use`` (see :func:`~controller.domain.grants.granting`), or None."""
+        ...

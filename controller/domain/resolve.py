@@ -35,6 +35,8 @@ class Resolved(NamedTuple):
 
     resolution: AgentResolution
     reads: TypeReads
+    reach: frozenset[str]
+    """The other namespaces whose ResourceGrants the resolution consulted."""
 
 
 class _AgentResolver:
@@ -47,10 +49,11 @@ class _AgentResolver:
         self.view = view
         self.types = view.types
         self.pairs: set[tuple[str, str]] = set()
+        self.reach: set[str] = set()
         self.wanted: set[str] = set()
         self.compatible: dict[str, list[Linked]] = {}
         """Slot type -> the linked resources that can fill it (slots often ask alike)."""
-        self.links = link_resources(agent, view, self.pairs)
+        self.links = link_resources(agent, view, self.pairs, self.reach)
 
     def resolve(self) -> Resolved:
         slots: list[SlotResult] = []
@@ -72,7 +75,7 @@ class _AgentResolver:
         )
         linked_types = {t for item in self.links.linked for t in item.types_read()}
         reads = TypeReads(tuple(linked_types), tuple(self.wanted), tuple(self.pairs))
-        return Resolved(resolution, reads)
+        return Resolved(resolution, reads, frozenset(self.reach))
 
     def who(self, tool: str) -> str:
         return f"agent {self.key}, tool {tool!r}"

@@ -105,6 +105,9 @@ class BoundResource(ResultModel):
     attributes: dict[str, str] = Field(default_factory=dict)
     """The registered Resource's free-form attributes: delivered to the session, not shown in
     status (status says what is bound; the session needs what it is)."""
+    grant: str = ""
+    """For a Resource of another namespace, the ResourceGrant (``namespace/name``) that lets it
+    be bound; empty for a Resource of the referrer's own namespace."""
 
 
 class Candidate(ResultModel):

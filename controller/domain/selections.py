@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Set
 
 from controller.domain.label_selectors import LabelIndex, SelectorIndex
-from controller.domain.models import LabelSelector
+from controller.domain.models import ResourceSelector
 from controller.domain.multiindex import MultiIndex
 
 
@@ -42,13 +42,17 @@ class Selections:
         for agent in list(self._linked_by.get(key)):
             self._unlink(agent, key)
 
-    def add_agent(self, namespace: str, key: str, selector: LabelSelector | None) -> None:
+    def add_agent(self, namespace: str, key: str, selector: ResourceSelector | None) -> None:
+        """File the agent's selector: in its own namespace and in the others it lists (whether
+        a grant admits what it selects there is resolution's to decide)."""
         if selector is None:
             return
+        spaces = [namespace, *(other for other in selector.namespaces if other != namespace)]
         anchor = self._labels.best_anchor(namespace, selector)
-        self._selectors.add(namespace, key, selector, anchor)
-        for resource in self._labels.select(namespace, selector, anchor):
-            self._link(key, resource)
+        self._selectors.add(spaces, key, selector, anchor)
+        for space in spaces:
+            for resource in self._labels.select(space, selector, anchor):
+                self._link(key, resource)
 
     def discard_agent(self, key: str) -> None:
         self._selectors.discard(key)

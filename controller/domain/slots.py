@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Protocol
 
+from controller.domain.crossing import granted, refused
+from controller.domain.grants import GrantUse
 from controller.domain.linked import Linked, registered
 from controller.domain.messages import message, type_fix
 from controller.domain.models import Access, BindingMode, ResourceSlot, ToolObject
@@ -50,6 +52,8 @@ class SlotContext(Protocol):
 
     types: TypeGraph
     pairs: set[tuple[str, str]]
+    reach: set[str]
+    """The other namespaces whose ResourceGrants the resolution consulted."""
 
     def who(self, tool: str) -> str:
         """The agent and tool (or the Tool alone) a slot's messages are about."""
@@ -194,14 +198,22 @@ def static_slot(call: SlotCall, tool_namespace: str, view: RegistryView) -> Slot
             "set staticResource to a Resource's name or namespace/name",
         )
     key = static_resource_key(tool_namespace, ref)
-    if key.rpartition("/")[0] != tool_namespace:  # asked before looking: no existence oracle
-        return call.error(
-            f"its staticResource {ref!r} is in namespace {key.rpartition('/')[0]!r}, and a Tool "
-            f"may name only Resources in its own namespace ({tool_namespace!r})",
-            f"register the resource in namespace {tool_namespace!r} and name it there",
-            cause=ErrorCause.CONFLICT,
-        )
     resource = view.resource(key)
+    grant = ""
+    if key.rpartition("/")[0] != tool_namespace:
+        found = granted(
+            view, tool_namespace, key, resource, use=GrantUse.STATIC, reach=call.context.reach
+        )
+        if found is None:  # refused before saying whether it exists: no existence oracle
+            why, fix = refused(tool_namespace, key, GrantUse.STATIC)
+            return call.error(
+                f"its staticResource {ref!r} is in namespace {key.rpartition('/')[0]!r}, and a "
+                f"Tool may name only Resources in its own namespace ({tool_namespace!r}) unless "
+                f"a grant admits it: {why}",
+                f"{fix}; or register the resource in namespace {tool_namespace!r}",
+                cause=ErrorCause.CONFLICT,
+            )
+        grant = found
     if resource is None:
         return call.error(
             f"its staticResource {ref!r} names Resource {key}, which does not exist",
@@ -212,7 +224,8 @@ def static_slot(call: SlotCall, tool_namespace: str, view: RegistryView) -> Slot
         f"point staticResource at a Resource of type {call.slot.resource_type!r} "
         "(or a subtype), or change the slot's resourceType"
     )
-    return call.bind(registered(resource, view.types), f"its staticResource {ref!r}", fix)
+    linked = registered(resource, view.types, grant)
+    return call.bind(linked, f"its staticResource {ref!r}", fix)
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,6 +315,7 @@ class _ToolContext:
     key: str
     types: TypeGraph
     pairs: set[tuple[str, str]]
+    reach: set[str]
 
     def who(self, tool: str) -> str:
         return f"tool {self.key}"
@@ -309,12 +323,19 @@ class _ToolContext:
 
 def validate_tool_slots(tool: ToolObject, view: RegistryView) -> ToolValidation:
     """A Tool's static slots checked on their own, as at registration time."""
+    return checked_tool_slots(tool, view)[0]
+
+
+def checked_tool_slots(tool: ToolObject, view: RegistryView) -> tuple[ToolValidation, set[str]]:
+    """A Tool's static slots checked on their own, and the other namespaces whose grants the
+    check consulted."""
     key, namespace = tool.meta.key, tool.meta.namespace
-    context = _ToolContext(key, view.types, set())
+    context = _ToolContext(key, view.types, set(), set())
     results = []
     for slot in tool.spec.resource_slots:
         if slot.binding == "static":
             call = SlotCall(tool.meta.name, slot, context)
             known = slot.resource_type in view.types
             results.append(static_slot(call, namespace, view) if known else unknown_slot_type(call))
-    return ToolValidation.trusted({"tool": key, "static_slots": results})
+    validation = ToolValidation.trusted({"tool": key, "static_slots": results})
+    return validation, context.reach

@@ -128,6 +128,9 @@ RESOURCE_TYPES = Endpoint(GROUP, VERSION, "resourcetypes", namespaced=False)
 RESOURCES = Endpoint(GROUP, VERSION, "resources")
 TOOLS = Endpoint(GROUP, VERSION, "tools")
 AGENTS = Endpoint(GROUP, VERSION, "agentspecs")
+RESOURCE_GRANTS = Endpoint(GROUP, VERSION, "resourcegrants")
+NAMESPACES = Endpoint("", "v1", "namespaces", namespaced=False)
+"""Watched for their labels only (a ResourceGrant's namespaceSelector reads them)."""
 CONFIG_MAPS = Endpoint("", "v1", "configmaps")
 STATEFUL_SETS = Endpoint("apps", "v1", "statefulsets")
 LEASES = Endpoint("coordination.k8s.io", "v1", "leases")
@@ -144,6 +147,7 @@ ENDPOINTS: dict[Kind, Endpoint] = {
     Kind.RESOURCE: RESOURCES,
     Kind.TOOL: TOOLS,
     Kind.AGENT: AGENTS,
+    Kind.GRANT: RESOURCE_GRANTS,
 }
 """The endpoint of each Bindery kind."""
 

@@ -21,6 +21,7 @@ from controller.reconcile.events import EventRecorder
 from controller.reconcile.holds import WorkHolds
 from controller.reconcile.intake import OWNED, OWNED_SELECTOR, Intake
 from controller.reconcile.kinds import (
+    GrantReconciler,
     Reconciler,
     ResourceReconciler,
     ResourceTypeReconciler,
@@ -116,6 +117,7 @@ class Controller:
             ),
             Kind.TOOL: ToolReconciler(self.registry, self.writer, errors, self.events),
             Kind.AGENT: agents,
+            Kind.GRANT: GrantReconciler(self.registry, self.writer, errors),
         }
         self.pool = WorkerPool(self.queue, self.store, reconcilers, workers=workers)
         kinds = [(e, "") for e in k8s_api.ENDPOINTS.values()] + [(e, OWNED_SELECTOR) for e in OWNED]

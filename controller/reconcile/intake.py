@@ -16,6 +16,7 @@ from typing import Any
 import structlog
 from pydantic import ValidationError
 
+from controller.domain.grants import parse_grant
 from controller.domain.models import AgentObject, parse_object
 from controller.domain.refs import Kind, Ref, Request
 from controller.domain.registry import Affected, Registry
@@ -90,7 +91,9 @@ class Intake:
     ) -> set[Request]:
         """Apply one observed version; return the requests it affects (``by`` excluded)."""
         kind = KINDS.get(endpoint)
-        if kind is not None:
+        if endpoint is api.NAMESPACES:
+            affected = self._namespace(body, deleted)
+        elif kind is not None:
             affected = self._bindery(kind, endpoint, body, deleted, by)
         elif endpoint is api.LEASES and not _acknowledgement(body):
             affected = self._hold(body, deleted)
@@ -127,7 +130,7 @@ class Intake:
     def _learn(self, kind: Kind, ref: Ref, body: Body) -> Affected:
         """Parse a body into the registry; a spec the models reject is recorded, not raised."""
         try:
-            obj = parse_object(kind.kind_name, body)
+            obj = parse_grant(body) if kind is Kind.GRANT else parse_object(kind.kind_name, body)
         except ValidationError as exc:
             self.parse_errors[Request(kind, ref)] = parse_error(exc)
             return self._forget(kind, ref)
@@ -152,6 +155,8 @@ class Intake:
                 return self.registry.delete_agent(ref.namespace, ref.name) | self._file_work(
                     ref, None
                 )
+            case Kind.GRANT:
+                return self.registry.delete_grant(ref.namespace, ref.name)
 
     def _file_work(self, ref: Ref, agent: AgentObject | None) -> Affected:
         """Index the work URI ``agent`` asks for; the claimants of a URI it stopped asking for
@@ -168,6 +173,19 @@ class Intake:
         requests.update(Request(Kind.RESOURCE, Ref.parse(k)) for k in affected.resources)
         requests.update(Request(Kind.TYPE, Ref("", k)) for k in affected.types)
         return requests
+
+    # ------------------------------------------------------------------ namespaces
+
+    def _namespace(self, body: Body, deleted: bool) -> set[Request]:
+        """A Namespace's labels (read by grants' namespaceSelector); nothing else of it is kept."""
+        md = body.get("metadata") or {}
+        name = str(md.get("name") or "")
+        if not name:
+            return set()
+        if deleted:
+            return self._requests(self.registry.delete_namespace(name))
+        labels = {str(k): str(v) for k, v in (md.get("labels") or {}).items()}
+        return self._requests(self.registry.upsert_namespace(name, labels))
 
     # ------------------------------------------------------------------ owned objects
 

@@ -1,4 +1,4 @@
-"""Reconcilers of the three supporting kinds: each rebuilds its object's status from the view.
+"""Reconcilers of the supporting kinds: each rebuilds its object's status from the view.
 
 They share one skeleton (:class:`StatusReconciler`): read the object's generation and old
 status, build the new status, write it if it differs, then act on what changed. Each kind
@@ -132,3 +132,14 @@ class ToolReconciler(StatusReconciler):
     def changed(self, body: Body, old: Body, new: Body) -> None:
         for note in status.tool_events(old, new):
             self.events.record(body, note)
+
+
+class GrantReconciler(StatusReconciler):
+    """A ResourceGrant's status: Ready once observed (what it admits shows on the referrers)."""
+
+    def build(self, request: Request, gen: int, old: Body, now: str) -> Body | None:
+        grant = self.registry.grant(request.ref.key)
+        if grant is None:
+            return None
+        uses = [use.value for use in grant.spec.uses]
+        return status.grant_status(generation=gen, uses=uses, old=old, now=now)

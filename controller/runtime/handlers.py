@@ -30,7 +30,7 @@ __all__ = [
 ]
 
 WATCHED: tuple[api.Endpoint, ...] = tuple(api.ENDPOINTS.values())
-"""The four Bindery kinds."""
+"""The Bindery kinds."""
 
 
 def _observe(endpoint: api.Endpoint):  # type: ignore[no-untyped-def]
@@ -48,6 +48,13 @@ def _observe(endpoint: api.Endpoint):  # type: ignore[no-untyped-def]
     return handler
 
 
+async def observe_namespaces(event: dict[str, Any], memo: Any, **_: Any) -> None:
+    """A Namespace's labels, for ResourceGrants' namespaceSelector. Nothing else of it is kept,
+    and no sweep follows a listing: a Namespace missed while deleted leaves only its labels."""
+    controller: Controller = memo.controller
+    controller.observe(api.NAMESPACES, event["object"], deleted=event.get("type") == "DELETED")
+
+
 def register(registry: kopf.OperatorRegistry) -> None:
     """Register the watch handlers on ``registry``."""
     for ref in WATCHED:
@@ -58,6 +65,12 @@ def register(registry: kopf.OperatorRegistry) -> None:
             registry=registry,
             id=f"observe-{ref.plural}",
         )(_observe(ref))
+    kopf.on.event(
+        version=api.NAMESPACES.version,
+        plural=api.NAMESPACES.plural,
+        registry=registry,
+        id="observe-namespaces",
+    )(observe_namespaces)  # type: ignore[arg-type]
     for ref in OWNED:
         kopf.on.event(
             group=ref.group or None,

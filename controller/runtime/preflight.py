@@ -28,7 +28,7 @@ from controller.runtime.exits import Exit
 
 log = structlog.get_logger("bindery.preflight")
 
-PLURALS = ("resourcetypes", "resources", "tools", "agentspecs")
+PLURALS = ("resourcetypes", "resources", "tools", "agentspecs", "resourcegrants")
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 

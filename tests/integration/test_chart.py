@@ -49,10 +49,12 @@ OWNED = ("get", "list", "watch", "create", "patch", "delete")
 NAMESPACED_RULES: Rules = {
     ("bindery.dev", "resources"): {"get", "list", "watch"},
     ("bindery.dev", "tools"): {"get", "list", "watch"},
+    ("bindery.dev", "resourcegrants"): {"get", "list", "watch"},
     ("bindery.dev", "agentspecs"): {"get", "list", "watch", "patch"},
     ("bindery.dev", "resources/status"): {"patch"},
     ("bindery.dev", "tools/status"): {"patch"},
     ("bindery.dev", "agentspecs/status"): {"patch"},
+    ("bindery.dev", "resourcegrants/status"): {"patch"},
     ("bindery.dev", "agentspecs/finalizers"): {"update"},
     ("", "configmaps"): {"get", "list", "watch", "create", "patch"},
     ("apps", "statefulsets"): {"get", "list", "watch", "create", "patch", "delete"},
@@ -68,8 +70,9 @@ CLUSTER_RULES: Rules = {
     ("bindery.dev", "resourcetypes"): {"get", "list", "watch"},
     ("bindery.dev", "resourcetypes/status"): {"patch"},
     ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},
+    # Their labels, for ResourceGrants' namespaceSelector (and kopf's following of watched ones).
+    ("", "namespaces"): {"list", "watch"},
 }
-NAMESPACES_RULE: Rules = {("", "namespaces"): {"list", "watch"}}
 NAMESPACE = "@namespace"
 """In a chart_rbac parameter: the test's namespace."""
 
@@ -395,7 +398,7 @@ def test_rbac_is_exactly_what_the_controller_calls(helm_bin: Path) -> None:
 
     scoped = render(helm_bin, "bindery", "ops", {"watchNamespaces": ["team-a"]})
     (small,) = controller_cluster_roles(scoped)
-    assert rules_of(small) == {**CLUSTER_RULES, **NAMESPACES_RULE}
+    assert rules_of(small) == CLUSTER_RULES
     (role,) = only(scoped, "Role")
     assert rules_of(role) == NAMESPACED_RULES
 
@@ -576,7 +579,7 @@ def test_the_service_account_may_do_what_the_controller_needs_and_no_more(
         if not can_i(cluster, chart_rbac, verb, _resource_name(group, resource), *ns)
     ] + [
         f"{verb} {_resource_name(group, resource)}"
-        for (group, resource), verbs in {**CLUSTER_RULES, **NAMESPACES_RULE}.items()
+        for (group, resource), verbs in CLUSTER_RULES.items()
         for verb in verbs
         if not can_i(cluster, chart_rbac, verb, _resource_name(group, resource))
     ]
@@ -643,8 +646,10 @@ def test_watching_all_namespaces_grants_cluster_wide_and_one_leader_lease(
     # name a prefix, so that covers every Lease there (docs/install.md says so).
     assert not can_i(cluster, chart_rbac, "update", leases, *ns, name="someone-elses")
     # (It may patch Leases in every namespace it watches: holds live there.)
-    # kopf watching every namespace does not observe namespaces; nothing else is granted.
-    assert not can_i(cluster, chart_rbac, "list", "namespaces")
+    # Namespaces are read for their labels only (ResourceGrants' namespaceSelector).
+    assert can_i(cluster, chart_rbac, "list", "namespaces")
+    assert not can_i(cluster, chart_rbac, "get", "namespaces")
+    assert not can_i(cluster, chart_rbac, "patch", "namespaces")
     assert not can_i(cluster, chart_rbac, "get", "secrets", *everywhere)
     assert not can_i(cluster, chart_rbac, "delete", "agentspecs.bindery.dev", *everywhere)
     assert not can_i(cluster, chart_rbac, "create", "clusterrolebindings.rbac.authorization.k8s.io")

@@ -38,6 +38,7 @@ PLURALS = {
     "Resource": "resources",
     "Tool": "tools",
     "AgentSpec": "agentspecs",
+    "ResourceGrant": "resourcegrants",
 }
 CLUSTER_SCOPED = {"ResourceType"}
 
@@ -911,6 +912,7 @@ STATUSES: dict[str, dict[str, Any]] = {
         "unknownParents": ["c"],
         "cycle": ["a", "b", "a"],
     },
+    "ResourceGrant": {"observedGeneration": 1, "conditions": [_condition()]},
 }
 
 
@@ -920,6 +922,9 @@ def _bodies(suffix: str) -> dict[str, dict[str, Any]]:
         "Resource": _resource(),
         "Tool": _tool(_slot(name="cfg", binding="static", staticResource="shared-config")),
         "ResourceType": _rtype(f"case-status-{suffix}", parentTypes=["b"]),
+        "ResourceGrant": obj(
+            "ResourceGrant", "g", {"from": [{"namespace": "a"}], "to": [{"name": "shared-config"}]}
+        ),
     }
 
 
@@ -928,6 +933,7 @@ SPEC_CHANGES: dict[str, dict[str, Any]] = {
     "Resource": {"alias": "repo"},
     "Tool": {"description": "edits"},
     "ResourceType": {"description": "a type"},
+    "ResourceGrant": {"uses": ["static"]},
 }
 
 

@@ -94,6 +94,7 @@ def test_each_row_on_live_objects(
         _obj("Resource", "bad-scheme", {"type": doc, "uri": "http://example/doc"}),
         _obj("Resource", "untyped", {"type": ghost, "uri": "file:///untyped"}),
         _obj("Tool", "plain", {}),
+        _obj("ResourceGrant", "share", {"from": [{"namespace": "x"}], "to": [{"name": "doc"}]}),
         _static_tool("pinned-to-nothing", doc, "nowhere"),
         _static_tool("pinned-to-wrong-type", issue, "doc"),
         agent("plain"),
@@ -120,6 +121,7 @@ def test_each_row_on_live_objects(
         Live("AgentSpec", "needs-tool", "MissingDependency", "InProgress", "Progressing"),
         Live("AgentSpec", "incompatible", "BindingError", "Failed", "Degraded"),
         Live("AgentSpec", "waiter", "WaitingForWork", "InProgress", "Progressing"),
+        Live("ResourceGrant", "share", "Observed", "Current", "Healthy"),
     ]
     seen = {}
     for row in table:

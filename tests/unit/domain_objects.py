@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from controller.domain.grants import ResourceGrantObject
 from controller.domain.models import (
     AgentObject,
     AgentSpecSpec,
@@ -22,7 +23,7 @@ from controller.domain.models import (
 )
 from controller.domain.registry import Affected, Registry
 
-Object = ResourceTypeObject | ResourceObject | ToolObject | AgentObject
+Object = ResourceTypeObject | ResourceObject | ToolObject | AgentObject | ResourceGrantObject
 
 
 def _meta(key: str, **fields: object) -> ObjectMeta:
@@ -105,6 +106,8 @@ def upsert(registry: Registry, obj: Object) -> Affected:
             return registry.upsert_tool(obj)
         case AgentObject():
             return registry.upsert_agent(obj)
+        case ResourceGrantObject():
+            return registry.upsert_grant(obj)
 
 
 def registry_of(*objects: Object) -> Registry:

@@ -323,7 +323,7 @@ ERRORS: list[tuple[str, str, str]] = [
         "unknown node in a selector",
         'agent "dev" {\n  selector { matchLabel "a" "b"; }\n}\n',
         'a.kdl:2:14: error: unknown node "matchLabel" in selector: expected one of '
-        "match-expression, match-label",
+        "match-expression, match-label, namespaces",
     ),
     (
         "missing uri",
@@ -785,6 +785,24 @@ def test_run_as_user_round_trips_between_kdl_and_yaml(run: Run) -> None:
     code, exported, err = run("export", write("a.yaml", rendered))
     assert (code, err) == (0, "")
     assert "run-as-user 65534" in exported
+
+
+def test_selector_namespaces_round_trip_between_kdl_and_yaml(run: Run) -> None:
+    """`namespaces` in a selector: the other namespaces it selects in (by their grants)."""
+    kdl = (
+        'agent "dev" {\n  selector {\n    match-label "share" "all"\n'
+        '    namespaces "local" "platform"\n  }\n}\n'
+    )
+    code, rendered, err = run("render", write("a.kdl", kdl))
+    assert (code, err) == (0, "")
+    assert "namespaces:\n      - local\n      - platform" in rendered
+    code, exported, err = run("export", write("a.yaml", rendered))
+    assert (code, err) == (0, "")
+    assert 'namespaces "local" "platform"' in exported
+    twice = 'agent "dev" {\n  selector {\n    namespaces "a"\n    namespaces "b"\n  }\n}\n'
+    code, _, err = run("render", write("b.kdl", twice))
+    assert code != 0
+    assert "namespaces is set twice" in err
 
 
 def test_export_reports_a_hostile_uri_with_its_encoded_form(run: Run) -> None:

@@ -1,11 +1,11 @@
 """The CRD YAML under ``crds/`` is the source of the wire shapes; the pydantic models must match it.
 
 Each CRD's ``spec`` schema is walked together with its model (``ResourceTypeSpec``,
-``ResourceSpec``, ``ToolSpec``, ``AgentSpecSpec`` and everything nested): same property names
-(the models' camelCase aliases), same required sets, same types, same enums, and the same
-defaults wherever either side states one. The rest of this file checks the CRDs' own contract:
-names, scope, status subresource, printer columns, a description on every field, list-maps, and
-a size limit on every list, map and string a user writes.
+``ResourceSpec``, ``ToolSpec``, ``AgentSpecSpec``, ``ResourceGrantSpec`` and everything nested):
+same property names (the models' camelCase aliases), same required sets, same types, same enums,
+and the same defaults wherever either side states one. The rest of this file checks the CRDs' own
+contract: names, scope, status subresource, printer columns, a description on every field,
+list-maps, and a size limit on every list, map and string a user writes.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import yaml
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
+from controller.domain.grants import ResourceGrantSpec
 from controller.domain.models import (
     API_VERSION,
     GROUP,
@@ -43,6 +44,7 @@ KINDS: dict[str, tuple[str, str, str, type[BaseModel]]] = {
     "Resource": ("resources.yaml", "resources", "Namespaced", ResourceSpec),
     "Tool": ("tools.yaml", "tools", "Namespaced", ToolSpec),
     "AgentSpec": ("agentspecs.yaml", "agentspecs", "Namespaced", AgentSpecSpec),
+    "ResourceGrant": ("resourcegrants.yaml", "resourcegrants", "Namespaced", ResourceGrantSpec),
 }
 
 
@@ -307,6 +309,14 @@ PRINTER_COLUMNS = {
         "Reason": '.status.conditions[?(@.type=="Ready")].reason',
         "Age": ".metadata.creationTimestamp",
     },
+    "ResourceGrant": {
+        "From": ".spec.from[*].namespace",
+        "To": ".spec.to[*].name",
+        "Uses": ".spec.uses",
+        "Ready": '.status.conditions[?(@.type=="Ready")].status',
+        "Reason": '.status.conditions[?(@.type=="Ready")].reason',
+        "Age": ".metadata.creationTimestamp",
+    },
 }
 
 
@@ -445,7 +455,8 @@ def test_agent_status_fields() -> None:
     assert {"uri", "holder", "waitingFor"} <= set(status["work"]["properties"])
     binding = status["bindings"]["items"]["properties"]
     assert words("name tool slot mode access state resource message") <= set(binding)
-    assert set(binding["resource"]["properties"]) == words("uri type alias name namespace uid")
+    resource = set(binding["resource"]["properties"])
+    assert resource == words("uri type alias name namespace uid grant")
     assert words(
         "desiredLaunchGeneration observedLaunchGeneration desiredTrajectoryHash "
         "launchedTrajectoryHash lastLaunchTime launch bindingsConfigMap"

@@ -296,3 +296,54 @@ def test_the_text_says_what_the_controller_wrote_and_what_needs_attention() -> N
     assert "  free: the controller acquires it for this agent on its next pass\n" in text
     assert "  launch record: LaunchUnknown (the workload's launch annotations" in text
     assert "Ignored" not in text
+
+
+SHARED = obj(
+    "Resource", "shared-config", {"type": "git-checkout", "uri": "git://shared"}, namespace="local"
+)
+SHARED_TOOL = obj(
+    "Tool",
+    "reader",
+    {
+        "resourceSlots": [
+            {
+                "name": "config",
+                "resourceType": "git-checkout",
+                "binding": "static",
+                "staticResource": "local/shared-config",
+            }
+        ]
+    },
+)
+SHARE = obj(
+    "ResourceGrant",
+    "share-config",
+    {
+        "from": [{"namespaceSelector": {"matchLabels": {"tier": "team"}}}],
+        "to": [{"name": "shared-config"}],
+    },
+    namespace="local",
+)
+
+
+def test_why_shows_the_grant_that_shares_a_resource_of_another_namespace() -> None:
+    reader = agent("dev", tools=[{"name": "reader"}], resources=[], resourceSelector=None)
+    shared = observed(
+        agent=reader,
+        resources=[SHARED],
+        tools=[SHARED_TOOL],
+        agents=[],
+        holds=[],
+        grants=[SHARE],
+        namespace_labels={"tier": "team"},
+    )
+    doc = ex.explain(shared)
+    (row,) = doc["bindings"]
+    assert row["state"] == "Bound"
+    assert row["resource"]["grant"] == "local/share-config"
+    assert "shared by ResourceGrant local/share-config" in ex.render_text(doc)
+
+    unlabelled = ex.explain(observed(**{**shared.__dict__, "namespace_labels": {}}))
+    (refused,) = unlabelled["bindings"]
+    assert refused["state"] == "Error"
+    assert "no ResourceGrant there lets namespace 'demo' bind it by static" in refused["message"]

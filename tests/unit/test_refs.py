@@ -14,6 +14,7 @@ def test_each_kind_names_its_api_kind_plural_and_scope() -> None:
         ("Resource", "resources", True),
         ("Tool", "tools", True),
         ("AgentSpec", "agentspecs", True),
+        ("ResourceGrant", "resourcegrants", True),
     ]
 
 

@@ -37,6 +37,7 @@ from controller.domain.status.conditions import (
 from controller.domain.status.events import Note, agent_events, tool_events
 from controller.domain.status.fields import ERROR_STATE
 from controller.domain.status.kinds import (
+    grant_status,
     invalid_status,
     resource_status,
     resource_type_status,
@@ -59,6 +60,7 @@ __all__ = [
     "binding_rows",
     "blocked_status",
     "condition",
+    "grant_status",
     "health_conditions",
     "invalid_status",
     "is_ready",

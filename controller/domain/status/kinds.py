@@ -122,6 +122,18 @@ def resource_status(
     return status
 
 
+def grant_status(
+    *, generation: int, uses: Sequence[str], old: dict[str, Any], now: str
+) -> dict[str, Any]:
+    """A ResourceGrant's status: Ready once the controller has taken this generation into
+    account (a grant cannot be wrong by itself; what it admits shows on the referrers)."""
+    ready = condition("Ready", True, "Observed", f"in effect for {', '.join(uses)}", generation)
+    return {
+        "observedGeneration": generation,
+        "conditions": merge_conditions(old.get("conditions"), health_conditions(ready), now),
+    }
+
+
 def invalid_status(
     generation: int, error: str, old: dict[str, Any], now: str, *, state: bool = False
 ) -> dict[str, Any]:

@@ -1,5 +1,5 @@
--- Argo CD health check for Bindery's kinds: AgentSpec, Tool, Resource and ResourceType
--- (group bindery.dev). One script serves all four: they report status the same way.
+-- Argo CD health check for Bindery's kinds: AgentSpec, Tool, Resource, ResourceType and
+-- ResourceGrant (group bindery.dev). One script serves all five: they report status the same way.
 --
 -- It reads status as kstatus (Flux, kpt) does, so Argo CD and Flux agree on every object:
 --   the controller has not seen this generation yet  -> Progressing (kstatus InProgress)

@@ -92,7 +92,7 @@ kopf actually calls; nothing is a wildcard.
 # Watched kinds: listed at start-up and watched (kopf); agents are read back when a work hold's
 # holder is not in the controller's view.
 - apiGroups: ["bindery.dev"]
-  resources: ["resources", "tools"]
+  resources: ["resources", "tools", "resourcegrants"]
   verbs: ["get", "list", "watch"]
 # Agents also get the work-hold finalizer, added and removed with a merge patch.
 - apiGroups: ["bindery.dev"]
@@ -100,7 +100,7 @@ kopf actually calls; nothing is a wildcard.
   verbs: ["get", "list", "watch", "patch"]
 # Status is written with a JSON patch to the status subresource; spec is never written.
 - apiGroups: ["bindery.dev"]
-  resources: ["resources/status", "tools/status", "agentspecs/status"]
+  resources: ["resources/status", "tools/status", "agentspecs/status", "resourcegrants/status"]
   verbs: ["patch"]
 # The owned objects carry ownerReferences to their agent with blockOwnerDeletion, which the
 # OwnerReferencesPermissionEnforcement admission plugin (where enabled) allows only to whom may
@@ -163,13 +163,12 @@ kopf actually calls; nothing is a wildcard.
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]
   verbs: ["list", "watch"]
-{{- if not (include "bindery.clusterwide" .) }}
-# Restricted to namespaces, kopf lists and watches the namespaces to follow the watched ones
-# being created or deleted (watching all namespaces, it does not).
+# Namespaces are listed and watched for their labels, which a ResourceGrant's namespaceSelector
+# reads (and, restricted to watchNamespaces, kopf follows the watched ones being created or
+# deleted).
 - apiGroups: [""]
   resources: ["namespaces"]
   verbs: ["list", "watch"]
-{{- end }}
 {{- end -}}
 
 {{/*
