@@ -707,6 +707,28 @@ async def test_a_suspended_agent_waiting_for_its_uri_stays_suspended_until_it_ho
     assert replicas(fake, "a") == 1
 
 
+async def test_an_agent_deleted_while_suspended_and_waiting_lets_go_as_any_other() -> None:
+    """A suspended agent holds nothing: deleting it drops its finalizer at once and leaves the
+    hold of the agent it waited for alone."""
+    c, fake = world(agent("b", X), with_idle_policy(agent("a")))
+    await run(c, "b", "a")
+    idle_for_long(c, fake, "a")
+    await run(c, "a")
+    edit(c, fake, with_idle_policy(agent("a", X)))
+    c.queue.drain()
+    await run(c, "a")
+    doomed = fake.objects[("agentspecs", NS, "a")]
+    assert doomed["metadata"]["finalizers"]  # it wants work: the hold finalizer
+    assert replicas(fake, "a") == 0
+    doomed["metadata"]["deletionTimestamp"] = "2026-12-01T00:00:00Z"
+    doomed["metadata"]["resourceVersion"] = str(next(fake._rv))
+    c.observe(api.AGENTS, copy.deepcopy(doomed))
+    fake.writes.clear()
+    await run(c, "a")
+    assert fake.writes == [("patch", "agentspecs", "a")]  # the finalizer, nothing else
+    assert fake.objects[("leases", NS, LEASE)]["spec"]["holderIdentity"] == f"{NS}/b"
+
+
 async def test_a_holder_is_suspended_only_after_its_hold_is_released() -> None:
     """Releasing is not idle: a session under an idle policy whose work was withdrawn keeps
     running until step 4 has released the hold (its session let go); only then does its idle
