@@ -16,7 +16,9 @@ from tests.support import Cluster, ControllerProcess, wait_for
 
 pytestmark = [pytest.mark.node]
 
-SUSPEND_AFTER = 5
+SUSPEND_AFTER = 20
+"""Long enough for the first container to start on a busy node before the agent counts as idle
+long enough (the clock runs from the launch of an agent that has no work)."""
 
 
 def suspended(obj: dict[str, Any]) -> bool:
