@@ -116,7 +116,7 @@ class Churn:
         if with_runtime:
             actions.append("relaunch")
         if model.suspends:  # work comes and goes: suspend, then resume on the next switch
-            actions += ["idle", "switch"]
+            actions += ["idle", "idle", "switch"]
         action = self.rng.choice(actions)
         url = f"{self.path}/{model.name}"
         if action == "delete":
