@@ -1,8 +1,9 @@
 """Delivery on a real node (containerd, runc, a kubelet): what session processes see, and when.
 
     .venv/bin/python -m bench.bench_node [--samples 20] [--kubelet-samples 3] [--handoffs 5]
+                                         [--resumes 3]
 
-Three figures, each measured from the spec change (``kubectl apply`` returned) to a line the
+Four figures, each measured from the spec change (``kubectl apply`` returned) to a line the
 session's own process printed (``harness.probe``: the container shares the host's clock):
 
 * **change -> applied, with the delivery sidecar**: p50 and p99 over ``--samples`` binding
@@ -11,7 +12,10 @@ session's own process printed (``harness.probe``: the container shares the host'
   was launched without the sidecar reads the mounted ConfigMap, which the kubelet rewrites at its
   pod sync (both agents are changed in the same apply);
 * **handoff**: the work URI moved from A to B (both acknowledge) ``--handoffs`` times: from the
-  change to B's process applying it, and the longest time both processes held it (target 0).
+  change to B's process applying it, and the longest time both processes held it (target 0);
+* **resume**: an agent whose idle policy suspended its session (no pod) is given a work binding
+  ``--resumes`` times: from the change to the resumed session's process applying the work (the
+  pod is created, scheduled and started again with the same launch).
 
 Needs root (the real node) and builds the node's images the first time (cached afterwards).
 """
@@ -136,6 +140,7 @@ def run(args: argparse.Namespace, work: Path) -> list[str]:
                 "faster"
             )
             out += handoffs(plane, args.handoffs)
+            out += resumes(plane, args.resumes)
         finally:
             proc.stop()
     finally:
@@ -175,11 +180,50 @@ def handoffs(plane: Plane, count: int) -> list[str]:
     ]
 
 
+def suspended(plane: Plane, name: str, timeout: float) -> None:
+    """Wait until ``name``'s session is suspended and its pod gone."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = plane.kubectl("get", "agentspec", "-n", plane.namespace, name, "-o", "json")
+        state = (json.loads(got.stdout).get("status") or {}).get("state")
+        pod = plane.kubectl(
+            "get", "pod", "-n", plane.namespace, f"{name}-session-0", "--ignore-not-found"
+        )
+        if state == "Suspended" and not pod.stdout.strip():
+            return
+        time.sleep(0.2)
+    raise SystemExit(f"bench_node: {name}'s session was not suspended in {timeout} s")
+
+
+def resumes(plane: Plane, count: int) -> list[str]:
+    uri = "github-issue://bench/node/resume"
+    idle = agent("sleeper", [], probe.WATCHER)
+    idle["spec"]["runtime"]["idle"] = {"suspendAfterSeconds": 2}
+    plane.apply(idle)
+    took: list[float] = []
+    for _ in range(count):
+        suspended(plane, "sleeper", 180)
+        changed = time.time()
+        idle["spec"]["resources"] = [{"name": "work", "tag": "github-issue", "uri": uri}]
+        plane.apply(idle)
+        got = plane.wait_line(
+            "sleeper", lambda x, t=changed: x.t > t and x.fields["work"] == uri, 180
+        )
+        took.append(got.t - changed)
+        idle["spec"]["resources"] = []
+        plane.apply(idle)  # idle again: suspended 2 s after its hold is released
+    return [
+        f"resume: work binding added to a suspended agent -> applied in the resumed session: "
+        f"p50 {statistics.median(took):.2f} s, max {max(took):.2f} s over {count} resumes"
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--samples", type=int, default=20)
     parser.add_argument("--kubelet-samples", type=int, default=3)
     parser.add_argument("--handoffs", type=int, default=5)
+    parser.add_argument("--resumes", type=int, default=3)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bindery-bench-node-") as tmp:
         for line in run(args, Path(tmp)):

@@ -5,6 +5,9 @@ agent and chooses the next change from it: create, delete (background, Foregroun
 switch the work URI within the per-URI pool, go idle, edit labels only, raise
 relaunchGeneration of an agent with a runtime. Refused changes (409/404/422) are counted, not
 retried: they are part of the chaos (a name still finalizing, an agent already gone).
+
+Some agents with a runtime have an idle policy with a small ``suspendAfterSeconds``; their work
+comes and goes more often, so their sessions are suspended and resumed during the run.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ RESOURCE_TYPE: Body = {
     "spec": {"description": "An issue on GitHub.", "uriSchemes": [TAG]},
 }
 RUNTIME: Body = {"image": "registry.example/chaos-agent:1", "model": "chaos"}
+SUSPEND_AFTER = (1, 2, 3)
+"""The idle policies' seconds: short, so suspensions and resumes race the handoffs."""
 
 
 def uri_pool(agents: int, per_uri: int) -> list[str]:
@@ -39,6 +44,8 @@ class AgentModel:
     runtime: bool
     relaunch: int = 0
     labels: int = 0
+    suspends: bool = False
+    """Its runtime has an idle policy: its session is suspended while it has no work."""
 
 
 @dataclass
@@ -51,6 +58,8 @@ class Churn:
     agents: int
     uris: list[str]
     runtime_share: float = 0.3
+    suspend_share: float = 0.4
+    """Of the agents with a runtime, the share with an idle policy."""
     names: list[str] = field(default_factory=list)
     live: dict[str, AgentModel] = field(default_factory=dict)
     made: Counter[str] = field(default_factory=Counter)
@@ -92,6 +101,10 @@ class Churn:
         if model.runtime:
             spec["runtime"] = RUNTIME
             spec["relaunchGeneration"] = 0
+            model.suspends = self.rng.random() < self.suspend_share
+            if model.suspends:
+                idle = {"suspendAfterSeconds": self.rng.choice(SUSPEND_AFTER)}
+                spec["runtime"] = {**RUNTIME, "idle": idle}
         body = {
             "apiVersion": "bindery.dev/v1alpha1",
             "kind": "AgentSpec",
@@ -111,6 +124,8 @@ class Churn:
         actions = ["delete", "switch", "switch", "switch", "idle", "label"]
         if with_runtime:
             actions.append("relaunch")
+        if model.suspends:  # work comes and goes: suspend, then resume on the next switch
+            actions += ["idle", "idle", "switch"]
         action = self.rng.choice(actions)
         url = f"{self.path_of(model.name)}/{model.name}"
         if action == "delete":

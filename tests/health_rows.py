@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from controller.domain.launch import LaunchAction, LaunchPlan
 from controller.domain.models import Access, BindingMode, ToolSpec
 from controller.domain.results import (
     AgentResolution,
@@ -23,7 +24,9 @@ from controller.domain.results import (
     ToolValidation,
     TypeClosure,
 )
+from controller.domain.session_health import suspended_health
 from controller.domain.status import (
+    SessionView,
     agent_status,
     condition,
     grant_status,
@@ -120,6 +123,22 @@ def _agent(
     )
 
 
+def _suspended() -> dict[str, Any]:
+    """An idle agent whose session its idle policy scaled to zero (no pod)."""
+    plan = LaunchPlan(LaunchAction.KEEP, 0, "sha256:a", 0, "sha256:a", launched_at=NOW)
+    session = SessionView(plan, None, "sha256:a", NOW, suspended_health(None, 30), NOW, 30)
+    return agent_status(
+        generation=GENERATION,
+        resolution=AgentResolution(agent=AGENT, slots=[_slot(BindingState.BOUND)]),
+        work=WorkPlan(state=WorkState.IDLE),
+        waiting_since="",
+        config_map="alice-bindings",
+        session=session,
+        old={"observedLaunchGeneration": 0},
+        now=NOW,
+    )
+
+
 def _session(ready: dict[str, Any], *, stalled: bool) -> dict[str, Any]:
     """An agent status whose session is not running (the session-health contract)."""
     status = _agent()
@@ -206,6 +225,8 @@ def rows() -> list[Row]:
         Row("AgentSpec", "a conflict and a missing object", _agent(
             slots=[_slot(BindingState.ERROR, _CONFLICT)], missing_tools=["ghost"]), "False",
             "BindingError", False, True, "Failed", "Degraded"),
+        Row("AgentSpec", "idle and suspended by its idle policy (no pod)", _suspended(), "True",
+            "Suspended", False, False, "Current", "Healthy"),
         Row("AgentSpec", "session starting (contract)", _session(starting, stalled=False),
             "False", "SessionStarting", True, False, "InProgress", "Progressing"),
         Row("AgentSpec", "session refused by policy (contract)", _session(refused, stalled=True),

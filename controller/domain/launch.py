@@ -28,7 +28,8 @@ def trajectory_hash(runtime: Runtime) -> str:
     The fields of the first runtime shape (image, command, args, env, model, instructions) are
     always hashed, defaults included; every field added since is hashed only when set to
     something other than its default. A runtime that uses no newer field therefore keeps the
-    hash it had before the field existed, so upgrading the controller shows no drift.
+    hash it had before the field existed, so upgrading the controller shows no drift. The idle
+    policy is never hashed: it says when the session runs, not what it runs.
     """
 
     def pruned(value: dict[str, object]) -> dict[str, object]:
@@ -41,10 +42,11 @@ def trajectory_hash(runtime: Runtime) -> str:
         return out
 
     original = {"image", "command", "args", "env", "model", "instructions"}
+    not_trajectory = {"idle"}  # when the session runs, not what it runs: never drift
     everything = runtime.model_dump(mode="json", by_alias=True)
     newer = runtime.model_dump(mode="json", by_alias=True, exclude_defaults=True)
     hashed = {k: v for k, v in everything.items() if k in original}
-    hashed |= {k: v for k, v in pruned(newer).items() if k not in original}
+    hashed |= {k: v for k, v in pruned(newer).items() if k not in original | not_trajectory}
     canonical = json.dumps(
         hashed,
         sort_keys=True,

@@ -349,6 +349,12 @@ def _label_values(value: dict[str, str]) -> dict[str, str]:
     return value
 
 
+class IdlePolicy(WireModel):
+    """What happens to the session of an idle agent (see :mod:`controller.domain.suspend`)."""
+
+    suspend_after_seconds: Annotated[int, Field(ge=1, le=31_536_000)]
+
+
 class Runtime(WireModel):
     image: str
     command: list[str] = Field(default_factory=list)
@@ -356,6 +362,8 @@ class Runtime(WireModel):
     env: list[EnvVar] = Field(default_factory=list)
     model: str = ""
     instructions: str = ""
+    idle: IdlePolicy | None = None
+    """The idle policy; not part of the trajectory (see launch.trajectory_hash)."""
     # Pod settings (none of them is part of the hash while unset: see launch.trajectory_hash).
     resources: ResourceRequirements | None = None
     security_context: PodSecurityContext | None = None

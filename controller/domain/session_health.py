@@ -20,6 +20,8 @@ class SessionPhase(StrEnum):
     """Not running yet, for reasons time or the cluster will resolve (creating, scheduling)."""
     FAILING = "Failing"
     """Not running, and it will not until someone changes the runtime or the namespace."""
+    SUSPENDED = "Suspended"
+    """Scaled to zero by the idle policy: no pod, and none wanted until the agent has work."""
 
 
 STALLING_WAITS = frozenset(
@@ -54,6 +56,10 @@ class SessionHealth:
     def stalled(self) -> bool:
         return self.phase is SessionPhase.FAILING
 
+    @property
+    def suspended(self) -> bool:
+        return self.phase is SessionPhase.SUSPENDED
+
     def as_status(self) -> dict[str, Any]:
         """The ``status.session`` document."""
         out: dict[str, Any] = {"phase": self.phase.value}
@@ -71,6 +77,18 @@ class SessionHealth:
 def _condition(pod: dict[str, Any], type_: str) -> dict[str, Any]:
     conditions = (pod.get("status") or {}).get("conditions") or []
     return next((c for c in conditions if c.get("type") == type_), {})
+
+
+def suspended_health(pod: dict[str, Any] | None, after_seconds: int) -> SessionHealth:
+    """The health of a session the idle policy scaled to zero (its pod, if it is still
+    stopping)."""
+    name = str((pod or {}).get("metadata", {}).get("name", ""))
+    stopping = "; its pod is stopping" if pod is not None else ""
+    message = (
+        f"idle for {after_seconds} s or more: scaled to zero (spec.runtime.idle){stopping}; "
+        "it resumes with the same launch when the agent holds work again"
+    )
+    return SessionHealth(SessionPhase.SUSPENDED, "Suspended", message, name)
 
 
 def session_health(pod: dict[str, Any] | None, failed_create: str = "") -> SessionHealth:

@@ -14,13 +14,15 @@ A -> no holder -> B), so it is fixed:
    session that cannot acknowledge) the grace period after the write has passed;
 5. **drop finalizer** — once it neither wants nor holds any work;
 6. **session** — launch, keep or relaunch its workload (never before its bindings exist);
+   suspend it by its idle policy only once it neither wants nor holds work (after step 4 has
+   released what it held), and resume it only once it holds the work it wants (after step 2);
 7. **status** — rebuilt whole from what this pass saw and did;
 8. **events** — posted in the background for the transitions status shows.
 
 (tests/unit/test_agent_pass.py's ``STEPS`` names, for each step, the rows that fail when it is
 removed or moved.) A pass returns a ``Result``: whether it wrote, and when to look again (the
-acknowledgement timeout, the release grace, a session without a pod); the worker pool schedules
-it.
+acknowledgement timeout, the release grace, a session without a pod, an idle session due for
+suspension); the worker pool schedules it.
 
 A deleted agent instead withdraws its work from the delivered bindings, stops its session, and
 releases its holds once the session has let go of them (acknowledged, or stopped), then drops its
@@ -221,7 +223,10 @@ class AgentReconciler:
         )
         if not work.uri and not self.holds.of(agent):  # 5. drop finalizer
             await self.holds.ensure_finalizer(request, self._latest(request, body), present=False)
-        session = await self.sessions.converge(request, agent, old)  # 6. session
+        idle = not work.uri and not self.holds.of(agent)
+        session = await self.sessions.converge(  # 6. session
+            request, agent, old, idle=idle, held=work.deliver
+        )
         return work, session, delivered, view, earliest(requeue, session.requeue_after)
 
     async def _release(

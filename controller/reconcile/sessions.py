@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import Any
 
 import structlog
 
 from controller.domain import acknowledgement as ack
-from controller.domain import status
+from controller.domain import status, suspend
 from controller.domain.delivery import BINDINGS_FILE
-from controller.domain.launch import LaunchAction, launch_record, plan_session
+from controller.domain.launch import LaunchAction, Launched, launch_record, plan_session
 from controller.domain.models import AgentObject
 from controller.domain.refs import Request
-from controller.domain.session_health import SessionHealth, session_health
+from controller.domain.session_health import SessionHealth, session_health, suspended_health
 from controller.k8s import api, builders
 from controller.k8s.api import ApiError
 from controller.reconcile.acks import Acknowledgements
+from controller.reconcile.result import earliest
 from controller.reconcile.store import Store, resource_version
 from controller.reconcile.writer import StaleWriteError, Writer
 
@@ -32,7 +34,8 @@ class SessionOutcome:
     launched: LaunchAction | None = None
     """Set when this pass launched or relaunched the session."""
     requeue_after: float | None = None
-    """Seconds before a pass should look again (a session without a pod: nothing else tells)."""
+    """Seconds before a pass should look again (a session without a pod: nothing else tells;
+    an idle session when it is due for suspension)."""
 
 
 NO_SESSION = SessionOutcome(view=None)
@@ -59,8 +62,19 @@ class Sessions:
         self.service_account = service_account
 
     async def converge(
-        self, by: Request, agent: AgentObject, old: dict[str, Any]
+        self,
+        by: Request,
+        agent: AgentObject,
+        old: dict[str, Any],
+        *,
+        idle: bool = False,
+        held: bool = False,
     ) -> SessionOutcome:
+        """Launch, keep or relaunch the session; suspend or resume it by the idle policy.
+
+        ``idle``: the agent neither wants nor holds work; ``held``: it holds the work it wants
+        (a suspended session resumes only then, its hold acquired first).
+        """
         ns, name = agent.meta.namespace, builders.session_name(agent.meta.name)
         current = self.store.get(api.STATEFUL_SETS, f"{ns}/{name}")
         runtime = agent.spec.runtime
@@ -70,6 +84,17 @@ class Sessions:
             if current is not None:
                 await self.writer.delete_at(by, api.STATEFUL_SETS, current)
             return NO_SESSION
+        policy = runtime.idle.suspend_after_seconds if runtime.idle else None
+        now = status.now_rfc3339()
+        since = suspend.idle_since(old, idle=idle, now=now) if policy is not None else ""
+        decision = suspend.decide(
+            policy,
+            idle=idle,
+            held=held,
+            suspended=current is not None and _replicas(current) == 0,
+            since=since,
+            now=datetime.now(UTC),
+        )
         record = launch_record(old)
         plan = plan_session(
             runtime,
@@ -79,11 +104,21 @@ class Sessions:
             exists=current is not None,
         )
         await self.acks.ensure(by, agent, runtime, launching=plan.action is not LaunchAction.KEEP)
-        if plan.action is LaunchAction.KEEP:
-            health, running, recheck = await self._health(ns, name, since=plan.launched_at)
-            view = status.SessionView(plan, running, plan.launched_hash, plan.launched_at, health)
-            return SessionOutcome(view, requeue_after=recheck)
-        now = status.now_rfc3339()
+        if plan.action is LaunchAction.KEEP and current is not None:
+            resumed = await self._scale(by, agent, current, suspend=decision.suspend)
+            if decision.suspend and policy is not None:
+                health = suspended_health(self.store.get(api.PODS, f"{ns}/{name}-0"), policy)
+                view = status.SessionView(
+                    plan, None, plan.launched_hash, plan.launched_at, health, since, policy
+                )
+                return SessionOutcome(view)
+            health, running, recheck = await self._health(
+                ns, name, since=plan.launched_at, just_launched=resumed
+            )
+            view = status.SessionView(
+                plan, running, plan.launched_hash, plan.launched_at, health, since, policy
+            )
+            return SessionOutcome(view, requeue_after=earliest(recheck, decision.due_in))
         desired = builders.session_workload(
             agent,
             runtime,
@@ -93,6 +128,8 @@ class Sessions:
             service_account=self.service_account,
             delivery=self.acks.delivery,
         )
+        if decision.suspend:  # launched or relaunched while idle and due: launched suspended
+            desired["spec"]["replicas"] = 0
         if current is None:
             found, created = await self.writer.create(by, api.STATEFUL_SETS, desired)
             await self.writer.own(by, api.STATEFUL_SETS, found, agent, "StatefulSet")
@@ -107,12 +144,32 @@ class Sessions:
             generation=plan.desired_generation,
             trajectory=plan.desired_hash[:19],
         )
-        health, running, recheck = await self._health(ns, name, since=now, just_launched=True)
         launched = replace(
             plan, observed_generation=plan.desired_generation, launched_hash=plan.desired_hash
         )
-        view = status.SessionView(launched, running, plan.desired_hash, now, health)
-        return SessionOutcome(view, plan.action, recheck)
+        if decision.suspend and policy is not None:
+            health = suspended_health(self.store.get(api.PODS, f"{ns}/{name}-0"), policy)
+            view = status.SessionView(launched, None, plan.desired_hash, now, health, since, policy)
+            return SessionOutcome(view, plan.action)
+        health, running, recheck = await self._health(ns, name, since=now, just_launched=True)
+        view = status.SessionView(launched, running, plan.desired_hash, now, health, since, policy)
+        return SessionOutcome(view, plan.action, earliest(recheck, decision.due_in))
+
+    async def _scale(
+        self, by: Request, agent: AgentObject, current: dict[str, Any], *, suspend: bool
+    ) -> bool:
+        """Scale the session to zero (suspend) or back to one (resume), its template untouched:
+        a resume is not a relaunch. Whether this resumed it."""
+        want = 0 if suspend else 1
+        if _replicas(current) == want:
+            return False
+        await self.writer.patch_at(by, api.STATEFUL_SETS, current, {"spec": {"replicas": want}})
+        log.info(
+            "suspended idle session" if suspend else "resumed session",
+            agent=agent.meta.key,
+            generation=(builders.launched_from(current) or Launched(0, "")).generation,
+        )
+        return not suspend
 
     async def stopped_or_acknowledged(self, by: Request, agent: dict[str, Any]) -> bool:
         """A deleted agent's session has let go of its work: its pod acknowledged the document
@@ -188,6 +245,8 @@ class Sessions:
             },
             {"op": "replace", "path": "/spec/template", "value": desired["spec"]["template"]},
         ]
+        if _replicas(current) != _replicas(desired):  # suspended, or resumed, with it
+            ops.append({"op": "replace", "path": "/spec/replicas", "value": _replicas(desired)})
         try:
             await self.writer.json_patch_at(by, api.STATEFUL_SETS, current, ops)
         except ApiError as exc:
@@ -199,3 +258,9 @@ class Sessions:
                 raise  # not a stale version: the API server refused the template itself
             # It changed since we saw it: the retry decides from what is there now.
             raise StaleWriteError(f"session {md['namespace']}/{md['name']} changed") from exc
+
+
+def _replicas(workload: dict[str, Any]) -> int:
+    """The replicas a session workload asks for (1 when unset, the API server's default)."""
+    replicas = (workload.get("spec") or {}).get("replicas")
+    return replicas if isinstance(replicas, int) else 1

@@ -615,6 +615,137 @@ async def test_what_an_earlier_agent_of_the_same_name_left_is_taken_over_at_once
 
 # ------------------------------------------------------------------------------ the steps
 
+
+def with_idle_policy(body: Body, seconds: int = 30) -> Body:
+    body["spec"]["runtime"] = {"image": "example/agent:1", "idle": {"suspendAfterSeconds": seconds}}
+    return body
+
+
+def idle_for_long(c: Controller, fake: ScriptedApi, name: str) -> None:
+    """The agent's recorded idle clock started long ago (as a restarted controller reads it)."""
+    stored = fake.objects[("agentspecs", NS, name)]
+    stored["status"]["session"]["idleSince"] = "2020-01-01T00:00:00Z"
+    stored["metadata"]["resourceVersion"] = str(next(fake._rv))
+    c.observe(api.AGENTS, copy.deepcopy(stored))
+    c.queue.drain()
+
+
+def replicas(fake: ScriptedApi, name: str) -> int:
+    return int(fake.objects[("statefulsets", NS, f"{name}-session")]["spec"]["replicas"])
+
+
+async def test_an_idle_session_is_suspended_when_due_and_resumed_after_its_hold() -> None:
+    """Step 6 suspends a session only once its idle clock (kept in status) is due, by scaling
+    it to zero with its template untouched; a work binding resumes it only after step 2
+    acquired the hold, at the same launch."""
+    c, fake = world(with_idle_policy(agent("a")))
+    result = await run(c, "a")
+    status = fake.objects[("agentspecs", NS, "a")]["status"]
+    assert status["session"]["idleSince"]
+    assert result is not None
+    assert result.requeue_after is not None
+    assert result.requeue_after <= 5.0  # looks again by when it is due (or the pod shows)
+    template = copy.deepcopy(fake.objects[("statefulsets", NS, "a-session")]["spec"]["template"])
+    idle_for_long(c, fake, "a")
+    fake.writes.clear()
+    result = await run(c, "a")
+    assert fake.writes == [("patch", "statefulsets", "a-session"), ("status", "agentspecs", "a")]
+    assert replicas(fake, "a") == 0
+    assert fake.objects[("statefulsets", NS, "a-session")]["spec"]["template"] == template
+    status = fake.objects[("agentspecs", NS, "a")]["status"]
+    assert (status["state"], status["session"]["phase"]) == ("Suspended", "Suspended")
+    assert status["session"]["idleSince"] == "2020-01-01T00:00:00Z"
+    ready = {c_["type"]: c_ for c_ in status["conditions"]}
+    assert (ready["Ready"]["status"], ready["Ready"]["reason"]) == ("True", "Suspended")
+    assert ready["Suspended"]["status"] == "True"
+    assert result is not None
+    assert result.requeue_after is None  # nothing to wait for while suspended
+
+    edit(c, fake, with_idle_policy(agent("a", X)))
+    c.queue.drain()
+    fake.writes.clear()
+    await run(c, "a")
+    assert fake.writes == [
+        ("patch", "agentspecs", "a"),
+        ("create", "leases", LEASE),  # the hold first ...
+        ("patch", "configmaps", "a-bindings"),
+        ("patch", "statefulsets", "a-session"),  # ... then the resume
+        ("status", "agentspecs", "a"),
+    ]
+    assert replicas(fake, "a") == 1
+    assert fake.objects[("statefulsets", NS, "a-session")]["spec"]["template"] == template
+    status = fake.objects[("agentspecs", NS, "a")]["status"]
+    assert status["state"] == "Working"
+    assert "idleSince" not in status["session"]
+    assert (status["launchedGeneration"], status["desiredLaunchGeneration"]) == (0, 0)
+
+
+async def test_a_suspended_agent_waiting_for_its_uri_stays_suspended_until_it_holds_it() -> None:
+    """Waiting is not idle (its clock is cleared) but does not resume a suspended session
+    either: it resumes once the URI's holder has released it and its own hold is acquired."""
+    c, fake = world(agent("b", X), with_idle_policy(agent("a")))
+    await run(c, "b", "a")
+    idle_for_long(c, fake, "a")
+    await run(c, "a")
+    assert replicas(fake, "a") == 0
+    edit(c, fake, with_idle_policy(agent("a", X)))
+    c.queue.drain()
+    fake.writes.clear()
+    await run(c, "a")
+    assert ("patch", "statefulsets", "a-session") not in fake.writes
+    status = fake.objects[("agentspecs", NS, "a")]["status"]
+    assert status["state"] == "Waiting"
+    assert "idleSince" not in status["session"]
+    edit(c, fake, agent("b"))  # b lets go of X
+    c.queue.drain()
+    await run(c, "b")
+    fake.writes.clear()
+    await run(c, "a")
+    assert fake.writes.index(("create", "leases", LEASE)) < fake.writes.index(
+        ("patch", "statefulsets", "a-session")
+    )
+    assert replicas(fake, "a") == 1
+
+
+async def test_an_agent_deleted_while_suspended_and_waiting_lets_go_as_any_other() -> None:
+    """A suspended agent holds nothing: deleting it drops its finalizer at once and leaves the
+    hold of the agent it waited for alone."""
+    c, fake = world(agent("b", X), with_idle_policy(agent("a")))
+    await run(c, "b", "a")
+    idle_for_long(c, fake, "a")
+    await run(c, "a")
+    edit(c, fake, with_idle_policy(agent("a", X)))
+    c.queue.drain()
+    await run(c, "a")
+    doomed = fake.objects[("agentspecs", NS, "a")]
+    assert doomed["metadata"]["finalizers"]  # it wants work: the hold finalizer
+    assert replicas(fake, "a") == 0
+    doomed["metadata"]["deletionTimestamp"] = "2026-12-01T00:00:00Z"
+    doomed["metadata"]["resourceVersion"] = str(next(fake._rv))
+    c.observe(api.AGENTS, copy.deepcopy(doomed))
+    fake.writes.clear()
+    await run(c, "a")
+    assert fake.writes == [("patch", "agentspecs", "a")]  # the finalizer, nothing else
+    assert fake.objects[("leases", NS, LEASE)]["spec"]["holderIdentity"] == f"{NS}/b"
+
+
+async def test_a_holder_is_suspended_only_after_its_hold_is_released() -> None:
+    """Releasing is not idle: a session under an idle policy whose work was withdrawn keeps
+    running until step 4 has released the hold (its session let go); only then does its idle
+    clock start."""
+    c, fake = world(with_idle_policy(agent("a", X), seconds=1))
+    await run(c, "a")
+    c.observe(api.PODS, session_pod(fake, "a"))
+    edit(c, fake, with_idle_policy(agent("a"), seconds=1))
+    c.queue.drain()
+    await run(c, "a")
+    assert ("leases", NS, LEASE) in fake.objects  # the session may still work on it
+    status = fake.objects[("agentspecs", NS, "a")]["status"]
+    assert status["state"] == "Releasing"
+    assert "idleSince" not in status["session"]
+    assert replicas(fake, "a") == 1
+
+
 STEPS: dict[str, list[str]] = {
     "finalizer": [
         "work: finalizer, acquire, deliver, status, in that order",
@@ -624,6 +755,7 @@ STEPS: dict[str, list[str]] = {
         "work: finalizer, acquire, deliver, status, in that order",
         "losing the create race (409) means waiting, not an error",
         "test_a_forged_lease_in_the_holds_place_is_removed_then_the_uri_acquired",
+        "test_a_suspended_agent_waiting_for_its_uri_stays_suspended_until_it_holds_it",
     ],
     "deliver": [
         "an idle agent gets its bindings, then its status",
@@ -634,10 +766,12 @@ STEPS: dict[str, list[str]] = {
         "test_handoff_goes_a_then_no_holder_then_b",
         "test_a_hold_is_released_only_once_the_session_has_let_go",
         "test_a_hold_whose_namespace_is_going_away_outlives_the_holders_bindings",
+        "test_a_holder_is_suspended_only_after_its_hold_is_released",
     ],
     "drop finalizer": ["test_handoff_goes_a_then_no_holder_then_b"],
     "session": [
         "session: launched only once its bindings exist, then status",
+        "test_an_idle_session_is_suspended_when_due_and_resumed_after_its_hold",
         "test_a_deleted_agent_whose_event_was_lost_leaves_the_view_on_its_next_write",
     ],
     "status": [

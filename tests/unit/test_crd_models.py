@@ -451,7 +451,17 @@ def test_status_has_observed_generation_and_standard_conditions(kind: str) -> No
 
 def test_agent_status_fields() -> None:
     status = root_schema(load_crd("AgentSpec"))["properties"]["status"]["properties"]
-    assert status["state"]["enum"] == ["Idle", "Working", "Waiting", "Releasing", "Error"]
+    assert status["state"]["enum"] == [
+        "Idle",
+        "Working",
+        "Waiting",
+        "Releasing",
+        "Suspended",
+        "Error",
+    ]
+    session = status["session"]["properties"]
+    assert "Suspended" in session["phase"]["enum"]
+    assert session["idleSince"]["format"] == "date-time"
     assert {"uri", "holder", "waitingFor"} <= set(status["work"]["properties"])
     binding = status["bindings"]["items"]["properties"]
     assert words("name tool slot mode access state resource message") <= set(binding)

@@ -15,6 +15,7 @@ a transition posts) and :mod:`.fields` (shapes they share).
 
 from controller.domain.status.agent import (
     RELEASING_STATE,
+    SUSPENDED_STATE,
     agent_status,
     blocked_status,
     rejected_status,
@@ -52,6 +53,7 @@ __all__ = [
     "MISSING_DEPENDENCY",
     "RECONCILED",
     "RELEASING_STATE",
+    "SUSPENDED_STATE",
     "Note",
     "SessionView",
     "agent_events",

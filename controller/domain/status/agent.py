@@ -15,11 +15,18 @@ from controller.domain.status.conditions import (
     merge_conditions,
 )
 from controller.domain.status.fields import ERROR_STATE, ref_field
-from controller.domain.status.session import SessionView, launch_status, session_not_ready
+from controller.domain.status.session import (
+    SessionView,
+    launch_status,
+    session_not_ready,
+    suspended_condition,
+)
 from controller.domain.work import WorkPlan, WorkState
 
 RELEASING_STATE = "Releasing"
 """An agent whose withdrawn work hold waits for its session to let go of the URI."""
+SUSPENDED_STATE = "Suspended"
+"""An idle agent whose session its idle policy scaled to zero."""
 
 
 def agent_status(
@@ -49,6 +56,8 @@ def agent_status(
     state = ERROR_STATE if errors else work.state.value
     if delivery is not None and delivery.releasing and not errors:
         state = RELEASING_STATE
+    if session is not None and session.suspended and not errors and work.state is WorkState.IDLE:
+        state = SUSPENDED_STATE
     status: dict[str, Any] = {
         "observedGeneration": generation,
         "state": state,
@@ -65,8 +74,10 @@ def agent_status(
         launch, relaunch = launch_status(session, generation, old)
         status.update(launch)
         conditions.append(relaunch)
-        if session.health is not None:
-            status["session"] = session.health.as_status()
+        if (suspended := suspended_condition(session, generation)) is not None:
+            conditions.append(suspended)
+        if (session_status := session.as_status()) is not None:
+            status["session"] = session_status
     status["conditions"] = merge_conditions(old.get("conditions"), conditions, now)
     return status
 
@@ -97,7 +108,8 @@ def _agent_ready(
     """The agent's Ready condition, and whether what it says needs a person (Stalled).
 
     In order: binding conflicts, missing dependencies, waiting for the work URI, a session
-    that does not run (yet), and only then Ready.
+    suspended by its idle policy (Ready: nothing to do, no pod to ask), a session that does not
+    run (yet), and only then Ready.
     """
     errors = resolution.errors
     if resolution.conflicts:
@@ -109,10 +121,9 @@ def _agent_ready(
         who = work.waiting_for or "its release"
         message = f"work URI {work.uri!r} is held by another agent; waiting for {who}"
         return condition("Ready", False, "WaitingForWork", message, generation), False
-    not_running = session_not_ready(session, old) if session is not None else None
-    if not_running is not None:
-        stalled = session is not None and session.health is not None and session.health.stalled
-        return condition("Ready", False, *not_running, generation), stalled
+    said = _session_says(session, old, generation) if session is not None else None
+    if said is not None:
+        return said
     undelivered = _delivery_not_ready(delivery) if delivery is not None else None
     if undelivered is not None:
         reason, message, stalled = undelivered
@@ -125,6 +136,21 @@ def _agent_ready(
         f"{config_map}"
     )
     return condition("Ready", True, "BindingsDelivered", message, generation), False
+
+
+def _session_says(
+    session: SessionView, old: dict[str, Any], generation: int
+) -> tuple[dict[str, Any], bool] | None:
+    """Ready and Stalled from the session alone: suspended by its idle policy (Ready: nothing
+    to do, no pod to ask), or not running (yet); None when it runs."""
+    if session.suspended and session.health is not None:
+        message = f"idle, its session suspended: {session.health.message}"
+        return condition("Ready", True, "Suspended", message, generation), False
+    not_running = session_not_ready(session, old)
+    if not_running is None:
+        return None
+    stalled = session.health is not None and session.health.stalled
+    return condition("Ready", False, *not_running, generation), stalled
 
 
 def _delivery_not_ready(delivery: DeliveryView) -> tuple[str, str, bool] | None:

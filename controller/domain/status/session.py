@@ -22,10 +22,28 @@ class SessionView:
     last_launch_time: str
     health: SessionHealth | None = None
     """The session pod's health; None when it was not observed (the session counts as running)."""
+    idle_since: str = ""
+    """When the agent became idle, under an idle policy (empty: it has work, or no policy)."""
+    suspend_after: int | None = None
+    """The idle policy's seconds (None: no policy, the session is never suspended)."""
 
     @property
     def running(self) -> bool:
         return self.health is None or self.health.running
+
+    @property
+    def suspended(self) -> bool:
+        """Scaled to zero by the idle policy: healthy, with no pod."""
+        return self.health is not None and self.health.suspended
+
+    def as_status(self) -> dict[str, Any] | None:
+        """The ``status.session`` document (None: the health was not observed)."""
+        if self.health is None:
+            return None
+        out = self.health.as_status()
+        if self.idle_since:
+            out["idleSince"] = self.idle_since
+        return out
 
 
 def _observed(session: SessionView, old: dict[str, Any]) -> int | None:
@@ -40,7 +58,7 @@ def _observed(session: SessionView, old: dict[str, Any]) -> int | None:
 def session_not_ready(session: SessionView, old: dict[str, Any]) -> tuple[str, str] | None:
     """(reason, message) when the session the spec asks for does not run yet, else None."""
     health = session.health
-    if health is None:
+    if health is None or health.suspended:
         return None
     if not health.running:
         where = f"session pod {health.pod}" if health.pod else "the session"
@@ -98,3 +116,19 @@ def launch_status(
     else:
         reason, message = "UpToDate", "the session runs the current spec.runtime"
     return fields, condition("RelaunchRequired", drift, reason, message, generation)
+
+
+def suspended_condition(session: SessionView, generation: int) -> dict[str, Any] | None:
+    """The Suspended condition of a session under an idle policy (None: no policy)."""
+    if session.suspended and session.health is not None:
+        return condition("Suspended", True, "Suspended", session.health.message, generation)
+    if session.suspend_after is None:
+        return None
+    if session.idle_since:
+        message = (
+            f"idle since {session.idle_since}: suspended once idle for "
+            f"{session.suspend_after} s (spec.runtime.idle)"
+        )
+        return condition("Suspended", False, "Idle", message, generation)
+    message = "the agent wants or holds work: its session runs"
+    return condition("Suspended", False, "HasWork", message, generation)

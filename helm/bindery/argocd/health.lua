@@ -6,6 +6,8 @@
 --   Stalled=True: a person must change an object     -> Degraded    (kstatus Failed)
 --   Reconciling=True: the next apply clears it       -> Progressing (kstatus InProgress)
 --   Ready=True                                       -> Healthy     (kstatus Current)
+--     (an idle agent whose session is suspended by its idle policy is Ready=True, reason
+--      Suspended: Healthy, though no pod runs)
 --   Ready=False, neither of the above                -> Progressing (kstatus InProgress)
 -- The table is in the Bindery docs (docs/design.md, "Status semantics").
 -- Argo CD runs this with gopher-lua: Lua 5.1 only.
