@@ -18,6 +18,7 @@ from controller.k8s import api, builders
 from controller.k8s.api import ApiError
 from controller.reconcile.acks import Acknowledgements
 from controller.reconcile.store import Store, resource_version
+from controller.reconcile.workspace import Workspaces
 from controller.reconcile.writer import StaleWriteError, Writer
 
 log = structlog.get_logger("bindery.sessions")
@@ -57,6 +58,7 @@ class Sessions:
         self.writer = writer
         self.acks = acks
         self.service_account = service_account
+        self.workspaces = Workspaces(store, writer)
 
     async def converge(
         self, by: Request, agent: AgentObject, old: dict[str, Any]
@@ -70,6 +72,7 @@ class Sessions:
             if current is not None:
                 await self.writer.delete_at(by, api.STATEFUL_SETS, current)
             return NO_SESSION
+        workspace = await self.workspaces.converge(by, agent, runtime)  # before the pod
         record = launch_record(old)
         plan = plan_session(
             runtime,
@@ -81,7 +84,9 @@ class Sessions:
         await self.acks.ensure(by, agent, runtime, launching=plan.action is not LaunchAction.KEEP)
         if plan.action is LaunchAction.KEEP:
             health, running, recheck = await self._health(ns, name, since=plan.launched_at)
-            view = status.SessionView(plan, running, plan.launched_hash, plan.launched_at, health)
+            view = status.SessionView(
+                plan, running, plan.launched_hash, plan.launched_at, health, workspace
+            )
             return SessionOutcome(view, requeue_after=recheck)
         now = status.now_rfc3339()
         desired = builders.session_workload(
@@ -111,7 +116,7 @@ class Sessions:
         launched = replace(
             plan, observed_generation=plan.desired_generation, launched_hash=plan.desired_hash
         )
-        view = status.SessionView(launched, running, plan.desired_hash, now, health)
+        view = status.SessionView(launched, running, plan.desired_hash, now, health, workspace)
         return SessionOutcome(view, plan.action, recheck)
 
     async def stopped_or_acknowledged(self, by: Request, agent: dict[str, Any]) -> bool:

@@ -67,6 +67,8 @@ def agent_status(
         conditions.append(relaunch)
         if session.health is not None:
             status["session"] = session.health.as_status()
+        if session.workspace is not None:
+            status["workspace"] = session.workspace.as_status()
     status["conditions"] = merge_conditions(old.get("conditions"), conditions, now)
     return status
 

@@ -9,6 +9,7 @@ from typing import Any
 from controller.domain.launch import LaunchNotice, LaunchPlan
 from controller.domain.session_health import SessionHealth
 from controller.domain.status.conditions import condition
+from controller.domain.workspace import WorkspaceView
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,8 @@ class SessionView:
     last_launch_time: str
     health: SessionHealth | None = None
     """The session pod's health; None when it was not observed (the session counts as running)."""
+    workspace: WorkspaceView | None = None
+    """The session's workspace claim, if the runtime has one."""
 
     @property
     def running(self) -> bool:
