@@ -172,7 +172,9 @@ def manifests() -> dict[str, dict[str, Any]]:
         "session_workload_full_runtime.json": full_workload(),
         "bindings_config_map.json": builders.bindings_config_map(AGENT, RENDERED),
         "session_workload_workspace.json": workspace_workload(),
-        "workspace_claim.json": builders.workspace_claim(AGENT, WORKSPACE_RUNTIME.workspace),
+        "workspace_claim.json": builders.workspace_claim(
+            AGENT, Workspace(size="10Gi", storage_class_name="fast", mount_path="/home/agent")
+        ),
         "workspace_claim_retain.json": builders.workspace_claim(
             AGENT,
             Workspace.model_validate({"size": "1Gi", "reclaimPolicy": "Retain"}),
