@@ -56,6 +56,7 @@ NAMESPACED_RULES: Rules = {
     ("bindery.dev", "agentspecs/finalizers"): {"update"},
     ("", "configmaps"): {"get", "list", "watch", "create", "patch"},
     ("apps", "statefulsets"): {"get", "list", "watch", "create", "patch", "delete"},
+    ("", "persistentvolumeclaims"): {"get", "list", "watch", "create", "patch"},
     ("coordination.k8s.io", "leases"): {"get", "list", "watch", "create", "patch", "delete"},
     ("", "serviceaccounts"): {*OWNED},
     ("rbac.authorization.k8s.io", "roles"): {*OWNED},
@@ -68,6 +69,7 @@ CLUSTER_RULES: Rules = {
     ("bindery.dev", "resourcetypes"): {"get", "list", "watch"},
     ("bindery.dev", "resourcetypes/status"): {"patch"},
     ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},
+    ("storage.k8s.io", "storageclasses"): {"get"},
 }
 NAMESPACES_RULE: Rules = {("", "namespaces"): {"list", "watch"}}
 NAMESPACE = "@namespace"

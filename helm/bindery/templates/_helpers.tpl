@@ -114,6 +114,12 @@ kopf actually calls; nothing is a wildcard.
 - apiGroups: ["apps"]
   resources: ["statefulsets"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
+# Session workspaces (spec.runtime.workspace): a PersistentVolumeClaim <agent>-workspace,
+# created before the session, merge-patched for its owner (reclaim policy) and to grow it.
+# Never deleted by the controller: the garbage collector deletes it with its agent.
+- apiGroups: [""]
+  resources: ["persistentvolumeclaims"]
+  verbs: ["get", "list", "watch", "create", "patch"]
 # Work holds: a Lease created if absent (with the hold finalizer), released by patching the
 # finalizer off and deleting, both guarded by the version decided from.
 - apiGroups: ["coordination.k8s.io"]
@@ -160,6 +166,10 @@ kopf actually calls; nothing is a wildcard.
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]
   verbs: ["list", "watch"]
+# Read only when a workspace grows: whether its StorageClass allows volume expansion.
+- apiGroups: ["storage.k8s.io"]
+  resources: ["storageclasses"]
+  verbs: ["get"]
 {{- if not (include "bindery.clusterwide" .) }}
 # Restricted to namespaces, kopf lists and watches the namespaces to follow the watched ones
 # being created or deleted (watching all namespaces, it does not).
