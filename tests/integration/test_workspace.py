@@ -122,7 +122,8 @@ def test_the_claim_survives_a_relaunch_and_its_size_is_no_trajectory(
     grown = must_get(cluster, "persistentvolumeclaim", namespace, "w-workspace")
     assert grown["spec"]["resources"]["requests"]["storage"] == "1Gi"
     written = {w.resource for w in controller_writes(cluster, namespace, mark)}
-    assert "persistentvolumeclaims" not in written and "statefulsets" not in written
+    assert "persistentvolumeclaims" not in written
+    assert "statefulsets" not in written
 
     # Moving the mount is a runtime change: drift, until a relaunch.
     apply(cluster, namespace, _agent(relaunch=2, size="2Gi", mountPath="/data"))
@@ -204,7 +205,8 @@ def test_a_foreign_claim_of_the_same_name_is_never_written_nor_mounted(
 
     obj = wait_status(cluster, "agentspec", namespace, "w", refused, what="the foreign claim")
     message = condition(obj, "Ready")["message"]
-    assert "PersistentVolumeClaim" in message and "w-workspace" in message
+    assert "PersistentVolumeClaim" in message
+    assert "w-workspace" in message
     assert condition(obj, "Stalled").get("status") == "True"
     settle(cluster, namespace)
     assert get(cluster, "statefulset", namespace, session_name("w")) is None
