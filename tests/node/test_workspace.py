@@ -36,6 +36,20 @@ def container_id(pod: dict[str, Any]) -> str:
     return str(next((c for c in statuses if c["name"] == "agent"), {}).get("containerID") or "")
 
 
+def diagnosis(cluster: Cluster, namespace: str) -> str:
+    """What the pod, the claim, the volume and the namespace's events say (for a failure)."""
+    out = []
+    for args in (
+        ("describe", "pod", "-n", namespace),
+        ("get", "pvc,events", "-n", namespace, "-o", "wide"),
+        ("get", "pv,storageclass", "-o", "wide"),
+        ("get", "agentspec", "ws", "-n", namespace, "-o", "jsonpath={.status}"),
+    ):
+        proc = cluster.kubectl(*args, check=False)
+        out.append(f"$ kubectl {' '.join(args)}\n{proc.stdout}{proc.stderr}")
+    return "\n".join(out)
+
+
 def said(cluster: Cluster, namespace: str, event: str) -> probe.Line:
     line: probe.Line = wait_for(
         lambda: next(
@@ -66,7 +80,10 @@ def test_a_relaunched_process_finds_the_file_the_previous_one_wrote(
         relaunch=1,
     )
     apply(cluster, namespace, spec)
-    first = running_pod(cluster, namespace, "ws", timeout=180)
+    try:
+        first = running_pod(cluster, namespace, "ws", timeout=180)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{diagnosis(cluster, namespace)}") from exc
     wrote = said(cluster, namespace, "wrote")
     assert wrote.fields["text"].startswith("written by a session process ")
     first_container = wait_for(
