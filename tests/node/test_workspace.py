@@ -32,8 +32,9 @@ while True:
 
 
 def container_id(pod: dict[str, Any]) -> str:
-    statuses = (pod.get("status") or {}).get("containerStatuses") or []
-    return str(next((c for c in statuses if c["name"] == "agent"), {}).get("containerID") or "")
+    statuses: list[dict[str, Any]] = (pod.get("status") or {}).get("containerStatuses") or []
+    agent_status = next((c for c in statuses if c["name"] == "agent"), {})
+    return str(agent_status.get("containerID") or "")
 
 
 def diagnosis(cluster: Cluster, namespace: str) -> str:
