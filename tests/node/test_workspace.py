@@ -76,7 +76,9 @@ def test_a_relaunched_process_finds_the_file_the_previous_one_wrote(
     spec = agent(
         "ws",
         runtime=probe.runtime(
-            WRITER, workspace={"size": "64Mi", "mountPath": "/work"}, securityContext=root
+            WRITER,
+            workspace={"size": "64Mi", "mountPath": "/work"},
+            containerSecurityContext=root,  # the agent container only: the sidecar stays non-root
         ),
         relaunch=1,
     )
