@@ -45,6 +45,8 @@ SHIPPED_BUILD_SCRIPT = Path(__file__).resolve().parent / "tools" / "build.sh"
 """The build script that ships with the harness (beside this module, not the product)."""
 ADMIN_TOKEN = "bindery-admin-token"  # noqa: S105 - a throwaway local cluster's admin token
 KWOK_NODE = "kwok-node-0"
+STORAGE_CLASS = "standard"
+"""The local control plane's default StorageClass (the host-path provisioner's)."""
 
 AUDIT_POLICY = """\
 apiVersion: audit.k8s.io/v1
@@ -454,8 +456,12 @@ class LocalCluster:
                 "--concurrent-gc-syncs=10",
                 "--kube-api-qps=200",
                 "--kube-api-burst=400",
+                # PersistentVolumes for claims of the default class: a directory on this host
+                # (/tmp/hostpath_pv/<uuid>), which is the real node's host too.
+                "--enable-hostpath-provisioner=true",
             ],
         )
+        self._create_storage_class(kubeconfig)
         if not (self.nodes or self.kubelet):
             return
         self._spawn(
@@ -525,6 +531,26 @@ class LocalCluster:
             f"the real node {node.NODE_NAME} did not become Ready in time; last lines of "
             f"{log_path}:\n{_tail(log_path)}"
         )
+
+    def _create_storage_class(self, kubeconfig: Path) -> None:
+        """The default StorageClass ``standard``: kube-controller-manager's host-path provisioner
+        (single node, no expansion), binding at once, so a claim is Bound on kwok's fake node
+        too; its directories are deleted with their claims."""
+        storage_class = {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {
+                "name": STORAGE_CLASS,
+                "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
+            },
+            "provisioner": "kubernetes.io/host-path",
+            "reclaimPolicy": "Delete",
+            "volumeBindingMode": "Immediate",
+        }
+        kubectl(
+            Path(self._state.bin_dir), kubeconfig, "apply", "-f", "-",
+            input=json.dumps(storage_class),
+        )  # fmt: skip
 
     def _create_fake_node(self, kubeconfig: Path) -> None:
         """A kwok-managed node that accepts any pod, so Deployments' pods reach Running."""

@@ -30,6 +30,10 @@ def trajectory_hash(runtime: Runtime) -> str:
     something other than its default. A runtime that uses no newer field therefore keeps the
     hash it had before the field existed, so upgrading the controller shows no drift. The idle
     policy is never hashed: it says when the session runs, not what it runs.
+
+    Of ``workspace`` only ``mountPath`` is hashed: adding, removing or moving the workspace
+    changes the pod (drift), while its size, class and reclaim policy are the claim's and are
+    applied to it without a relaunch.
     """
 
     def pruned(value: dict[str, object]) -> dict[str, object]:
@@ -45,6 +49,8 @@ def trajectory_hash(runtime: Runtime) -> str:
     not_trajectory = {"idle"}  # when the session runs, not what it runs: never drift
     everything = runtime.model_dump(mode="json", by_alias=True)
     newer = runtime.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+    if runtime.workspace is not None:  # only where it is mounted: the claim's own settings
+        newer["workspace"] = {"mountPath": runtime.workspace.mount_path}  # change no pod
     hashed = {k: v for k, v in everything.items() if k in original}
     hashed |= {k: v for k, v in pruned(newer).items() if k not in original | not_trajectory}
     canonical = json.dumps(

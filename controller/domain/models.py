@@ -338,6 +338,23 @@ class VolumeMount(WireModel):
     sub_path: Annotated[str, _rule(rules.sub_path_problem)] | None = None
 
 
+def _storage_class_problem(value: str) -> str | None:
+    return rules.object_name_problem(value, "StorageClass")
+
+
+class Workspace(WireModel):
+    """A PersistentVolumeClaim ``<agent>-workspace`` mounted in the session at ``mountPath``.
+
+    Only ``mountPath`` is part of the trajectory (it is in the pod template); the claim's size,
+    class and reclaim policy are the claim's, applied to it without touching the session.
+    """
+
+    size: Annotated[int | str, _rule(rules.storage_size_problem)]
+    storage_class_name: Annotated[str, _rule(_storage_class_problem)] | None = None
+    mount_path: Annotated[str, _rule(rules.mount_path_problem)] = "/workspace"
+    reclaim_policy: Literal["Delete", "Retain"] = "Delete"
+
+
 def _service_account_problem(value: str) -> str | None:
     return rules.object_name_problem(value, "ServiceAccount") if value else None
 
@@ -381,6 +398,19 @@ class Runtime(WireModel):
     image_pull_secrets: list[LocalObjectReference] = Field(default_factory=list)
     volumes: list[Annotated[Volume, AfterValidator(_one_source)]] = Field(default_factory=list)
     volume_mounts: list[VolumeMount] = Field(default_factory=list)
+    workspace: Workspace | None = None
+
+    @model_validator(mode="after")
+    def _workspace_has_its_own_path(self) -> Runtime:
+        if self.workspace and self.workspace.mount_path in {
+            m.mount_path for m in self.volume_mounts
+        }:
+            raise PydanticCustomError(
+                RULE_ERROR,
+                f"workspace: mountPath {rules.shown(self.workspace.mount_path)} is also a "
+                "volumeMounts path; choose another path for one of them",
+            )
+        return self
 
     @model_validator(mode="after")
     def _mounts_name_volumes(self) -> Runtime:

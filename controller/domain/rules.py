@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from decimal import Decimal
 from urllib.parse import quote
 
 URI_MAX_BYTES = 2048
@@ -145,6 +146,42 @@ def quantity_problem(value: int | str) -> str | None:
         f"quantity {shown(value)} is not valid: expected a number with an optional suffix, "
         "e.g. 250m, 1, 512Mi or 2Gi"
     )
+
+
+_SUFFIXES = {
+    **{s: Decimal(1024) ** (i + 1) for i, s in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"))},
+    **{s: Decimal(1000) ** (i + 1) for i, s in enumerate(("k", "M", "G", "T", "P", "E"))},
+    "m": Decimal("0.001"),
+    "u": Decimal("0.000001"),
+    "n": Decimal("0.000000001"),
+    "": Decimal(1),
+}
+
+
+def quantity_value(value: int | str) -> Decimal | None:
+    """The number a quantity stands for (``2Gi`` is 2147483648), None when it is not one."""
+    if isinstance(value, int):
+        return Decimal(value)
+    if not QUANTITY.fullmatch(value):
+        return None
+    number = re.match(r"[+-]?(\d+(\.\d*)?|\.\d+)", value)
+    if number is None:  # QUANTITY starts with one: never
+        return None
+    suffix = value[number.end() :]
+    if suffix[:1] in ("e", "E"):
+        return Decimal(value)
+    return Decimal(number.group(0)) * _SUFFIXES[suffix]
+
+
+def storage_size_problem(value: int | str) -> str | None:
+    """Why ``value`` cannot size a volume (a quantity above zero), or None."""
+    amount = quantity_value(value)
+    if amount is None or amount <= 0:
+        return (
+            f"size {shown(str(value))} is not valid: expected a storage quantity above zero, e.g. "
+            "1Gi or 500Mi"
+        )
+    return None
 
 
 def resource_name_problem(key: str) -> str | None:

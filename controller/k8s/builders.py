@@ -20,7 +20,7 @@ from controller.domain.launch import (
     Launched,
     launched_from_annotations,
 )
-from controller.domain.models import API_VERSION, AgentObject, Runtime, WireModel
+from controller.domain.models import API_VERSION, AgentObject, Runtime, WireModel, Workspace
 from controller.domain.work import hold_name
 
 __all__ = [
@@ -215,6 +215,8 @@ def session_workload(
         env.append({"name": "BINDERY_INSTRUCTIONS", "value": runtime.instructions})
     if delivery is not None:
         env.append({"name": ack.ACK_ENV, "value": f"{ack.ACK_MOUNT}/{ack.ACK_FILE}"})
+    if runtime.workspace is not None:
+        env.append({"name": WORKSPACE_ENV, "value": runtime.workspace.mount_path})
     reserved = {e["name"] for e in env}
     env += [{"name": e.name, "value": e.value} for e in runtime.env if e.name not in reserved]
     mounts = [{"name": BINDINGS_VOLUME, "mountPath": BINDINGS_MOUNT, "readOnly": True}]
@@ -247,6 +249,8 @@ def session_workload(
     container.update(_container_settings(runtime))
     pod_spec["volumes"] += [_wire(v) for v in runtime.volumes]
     container["volumeMounts"] += [_wire(m) for m in runtime.volume_mounts]
+    if runtime.workspace is not None:
+        _mount_workspace(agent, runtime.workspace, pod_spec, container)
     annotations = {
         LAUNCH_GENERATION_ANNOTATION: str(launch_generation),
         TRAJECTORY_HASH_ANNOTATION: trajectory_hash,
@@ -274,6 +278,47 @@ def session_workload(
             },
         },
     }
+
+
+WORKSPACE_VOLUME = "bindery-workspace"
+WORKSPACE_ENV = "BINDERY_WORKSPACE"
+
+
+def workspace_claim_name(agent_name: str) -> str:
+    return f"{agent_name}-workspace"
+
+
+def workspace_claim(agent: AgentObject, workspace: Workspace) -> dict[str, Any]:
+    """The session's workspace: a PersistentVolumeClaim of one writer, independent of the pod.
+
+    Owned by the agent (deleted with it) unless its reclaim policy is Retain: then it has no
+    owner and is left when the agent goes; the agent label lets a later agent of the same name
+    find it again.
+    """
+    metadata: dict[str, Any] = {
+        "name": workspace_claim_name(agent.meta.name),
+        "namespace": agent.meta.namespace,
+        "labels": _labels(agent, "workspace"),
+    }
+    if workspace.reclaim_policy == "Delete":
+        metadata["ownerReferences"] = [owner_reference(agent)]
+    spec: dict[str, Any] = {
+        "accessModes": ["ReadWriteOnce"],
+        "volumeMode": "Filesystem",
+        "resources": {"requests": {"storage": workspace.size}},
+    }
+    if workspace.storage_class_name:
+        spec["storageClassName"] = workspace.storage_class_name
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata, "spec": spec}
+
+
+def _mount_workspace(
+    agent: AgentObject, workspace: Workspace, pod_spec: dict[str, Any], container: dict[str, Any]
+) -> None:
+    """Mount the agent's workspace claim in the runtime container."""
+    claim = {"claimName": workspace_claim_name(agent.meta.name)}
+    pod_spec["volumes"].append({"name": WORKSPACE_VOLUME, "persistentVolumeClaim": claim})
+    container["volumeMounts"].append({"name": WORKSPACE_VOLUME, "mountPath": workspace.mount_path})
 
 
 def _delivery_volumes(config_map: dict[str, Any]) -> list[dict[str, Any]]:

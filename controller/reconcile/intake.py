@@ -29,7 +29,13 @@ from controller.reconcile.store import Body, Store
 log = structlog.get_logger("bindery.intake")
 
 KINDS: dict[api.Endpoint, Kind] = {endpoint: kind for kind, endpoint in api.ENDPOINTS.items()}
-OWNED: tuple[api.Endpoint, ...] = (api.CONFIG_MAPS, api.STATEFUL_SETS, api.LEASES, api.PODS)
+OWNED: tuple[api.Endpoint, ...] = (
+    api.CONFIG_MAPS,
+    api.STATEFUL_SETS,
+    api.LEASES,
+    api.PODS,
+    api.PERSISTENT_VOLUME_CLAIMS,
+)
 """The kinds of object the controller creates for agents (labelled as managed by Bindery)."""
 OWNED_SELECTOR = f"{builders.MANAGED_BY}={builders.MANAGER}"
 """The label selector of the objects the controller creates."""

@@ -20,6 +20,7 @@ from controller.k8s.api import ApiError
 from controller.reconcile.acks import Acknowledgements
 from controller.reconcile.result import earliest
 from controller.reconcile.store import Store, resource_version
+from controller.reconcile.workspace import Workspaces
 from controller.reconcile.writer import StaleWriteError, Writer
 
 log = structlog.get_logger("bindery.sessions")
@@ -60,6 +61,7 @@ class Sessions:
         self.writer = writer
         self.acks = acks
         self.service_account = service_account
+        self.workspaces = Workspaces(store, writer)
 
     async def converge(
         self,
@@ -95,6 +97,7 @@ class Sessions:
             since=since,
             now=datetime.now(UTC),
         )
+        workspace = await self.workspaces.converge(by, agent, runtime)  # before the pod
         record = launch_record(old)
         plan = plan_session(
             runtime,
@@ -109,14 +112,28 @@ class Sessions:
             if decision.suspend and policy is not None:
                 health = suspended_health(self.store.get(api.PODS, f"{ns}/{name}-0"), policy)
                 view = status.SessionView(
-                    plan, None, plan.launched_hash, plan.launched_at, health, since, policy
+                    plan,
+                    None,
+                    plan.launched_hash,
+                    plan.launched_at,
+                    health,
+                    since,
+                    policy,
+                    workspace,
                 )
                 return SessionOutcome(view)
             health, running, recheck = await self._health(
                 ns, name, since=plan.launched_at, just_launched=resumed
             )
             view = status.SessionView(
-                plan, running, plan.launched_hash, plan.launched_at, health, since, policy
+                plan,
+                running,
+                plan.launched_hash,
+                plan.launched_at,
+                health,
+                since,
+                policy,
+                workspace,
             )
             return SessionOutcome(view, requeue_after=earliest(recheck, decision.due_in))
         desired = builders.session_workload(
@@ -149,10 +166,14 @@ class Sessions:
         )
         if decision.suspend and policy is not None:
             health = suspended_health(self.store.get(api.PODS, f"{ns}/{name}-0"), policy)
-            view = status.SessionView(launched, None, plan.desired_hash, now, health, since, policy)
+            view = status.SessionView(
+                launched, None, plan.desired_hash, now, health, since, policy, workspace
+            )
             return SessionOutcome(view, plan.action)
         health, running, recheck = await self._health(ns, name, since=now, just_launched=True)
-        view = status.SessionView(launched, running, plan.desired_hash, now, health, since, policy)
+        view = status.SessionView(
+            launched, running, plan.desired_hash, now, health, since, policy, workspace
+        )
         return SessionOutcome(view, plan.action, earliest(recheck, decision.due_in))
 
     async def _scale(

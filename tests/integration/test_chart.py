@@ -58,6 +58,7 @@ NAMESPACED_RULES: Rules = {
     ("bindery.dev", "agentspecs/finalizers"): {"update"},
     ("", "configmaps"): {"get", "list", "watch", "create", "patch"},
     ("apps", "statefulsets"): {"get", "list", "watch", "create", "patch", "delete"},
+    ("", "persistentvolumeclaims"): {"get", "list", "watch", "create", "patch"},
     ("coordination.k8s.io", "leases"): {"get", "list", "watch", "create", "patch", "delete"},
     ("", "serviceaccounts"): {*OWNED},
     ("rbac.authorization.k8s.io", "roles"): {*OWNED},
@@ -72,6 +73,7 @@ CLUSTER_RULES: Rules = {
     ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},
     # Their labels, for ResourceGrants' namespaceSelector (and kopf's following of watched ones).
     ("", "namespaces"): {"list", "watch"},
+    ("storage.k8s.io", "storageclasses"): {"get"},
 }
 NAMESPACE = "@namespace"
 """In a chart_rbac parameter: the test's namespace."""

@@ -20,7 +20,14 @@ import pytest
 
 from controller.domain import delivery
 from controller.domain.launch import Launched, plan_launch, trajectory_hash
-from controller.domain.models import API_VERSION, AgentObject, AgentSpecSpec, ObjectMeta, Runtime
+from controller.domain.models import (
+    API_VERSION,
+    AgentObject,
+    AgentSpecSpec,
+    ObjectMeta,
+    Runtime,
+    Workspace,
+)
 from controller.domain.results import AgentResolution, BindingState, BoundResource, DirectResult
 from controller.domain.work import hold_name
 from controller.k8s import builders
@@ -127,6 +134,26 @@ def full_workload(**kw: Any) -> dict[str, Any]:
     return builders.session_workload(AGENT, FULL_RUNTIME, **args)
 
 
+WORKSPACE_RUNTIME = Runtime.model_validate(
+    {
+        "image": "ghcr.io/example/agent:1.4.2",
+        "env": [{"name": "BINDERY_WORKSPACE", "value": "/elsewhere"}],
+        "workspace": {"size": "10Gi", "storageClassName": "fast", "mountPath": "/home/agent"},
+    }
+)
+
+
+def workspace_workload() -> dict[str, Any]:
+    return builders.session_workload(
+        AGENT,
+        WORKSPACE_RUNTIME,
+        launch_generation=3,
+        trajectory_hash=trajectory_hash(WORKSPACE_RUNTIME),
+        launched_at=LAUNCHED_AT,
+        service_account="bindery-session",
+    )
+
+
 def pod_of(runtime: Runtime, service_account: str = "") -> dict[str, Any]:
     spec: dict[str, Any] = builders.session_workload(
         AGENT,
@@ -144,6 +171,14 @@ def manifests() -> dict[str, dict[str, Any]]:
         "session_workload.json": workload(),
         "session_workload_full_runtime.json": full_workload(),
         "bindings_config_map.json": builders.bindings_config_map(AGENT, RENDERED),
+        "session_workload_workspace.json": workspace_workload(),
+        "workspace_claim.json": builders.workspace_claim(
+            AGENT, Workspace(size="10Gi", storage_class_name="fast", mount_path="/home/agent")
+        ),
+        "workspace_claim_retain.json": builders.workspace_claim(
+            AGENT,
+            Workspace.model_validate({"size": "1Gi", "reclaimPolicy": "Retain"}),
+        ),
         "work_hold.json": builders.work_hold(AGENT, WORK_URI),
         "event.json": builders.event(
             {
@@ -192,7 +227,11 @@ def test_builders_are_deterministic() -> None:
 # ------------------------------------------------------------------------------- common metadata
 
 
-OWNED = sorted(f for f in manifests() if f not in ("event.json", "work_hold.json"))
+OWNED = sorted(
+    f
+    for f in manifests()
+    if f not in ("event.json", "work_hold.json", "workspace_claim_retain.json")
+)
 
 
 def test_a_work_hold_is_not_garbage_collected_with_its_holder() -> None:
@@ -594,3 +633,41 @@ def test_owned_objects_are_valid_for_any_admitted_agent_name(name: str) -> None:
         if manifest["kind"] == "StatefulSet":
             for value in manifest["spec"]["selector"]["matchLabels"].values():
                 assert len(value) <= 63
+
+
+# ------------------------------------------------------------------------------- workspace
+
+
+def test_the_workspace_claim_is_mounted_in_the_runtime_container_only() -> None:
+    pod = workspace_workload()["spec"]["template"]["spec"]
+    claim = {"claimName": "coder-workspace"}
+    assert {"name": "bindery-workspace", "persistentVolumeClaim": claim} in pod["volumes"]
+    agent_container = pod["containers"][0]
+    assert {"name": "bindery-workspace", "mountPath": "/home/agent"} in agent_container[
+        "volumeMounts"
+    ]
+    env = [e for e in agent_container["env"] if e["name"] == "BINDERY_WORKSPACE"]
+    assert env == [{"name": "BINDERY_WORKSPACE", "value": "/home/agent"}]  # the user's is not
+    for side in pod.get("initContainers", []):
+        assert all(m["name"] != "bindery-workspace" for m in side.get("volumeMounts", []))
+    assert "volumeClaimTemplates" not in workspace_workload()["spec"]
+
+
+def test_a_retained_claim_has_no_owner_and_names_its_agent() -> None:
+    claim = manifests()["workspace_claim_retain.json"]
+    assert "ownerReferences" not in claim["metadata"]
+    assert claim["metadata"]["labels"]["bindery.dev/agent"] == "coder"
+    assert claim["metadata"]["labels"]["app.kubernetes.io/component"] == "workspace"
+    assert "storageClassName" not in claim["spec"]  # the cluster's default class
+
+
+def test_only_the_workspace_mount_path_is_part_of_the_trajectory() -> None:
+    def with_workspace(**ws: Any) -> Runtime:
+        return Runtime.model_validate({"image": "x", "workspace": {"size": "1Gi", **ws}})
+
+    base = trajectory_hash(with_workspace())
+    assert trajectory_hash(with_workspace(size="20Gi")) == base
+    assert trajectory_hash(with_workspace(storageClassName="fast")) == base
+    assert trajectory_hash(with_workspace(reclaimPolicy="Retain")) == base
+    assert trajectory_hash(with_workspace(mountPath="/data")) != base
+    assert trajectory_hash(Runtime.model_validate({"image": "x"})) != base

@@ -78,6 +78,8 @@ def agent_status(
             conditions.append(suspended)
         if (session_status := session.as_status()) is not None:
             status["session"] = session_status
+        if session.workspace is not None:
+            status["workspace"] = session.workspace.as_status()
     status["conditions"] = merge_conditions(old.get("conditions"), conditions, now)
     return status
 

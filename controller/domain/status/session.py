@@ -9,6 +9,7 @@ from typing import Any
 from controller.domain.launch import LaunchNotice, LaunchPlan
 from controller.domain.session_health import SessionHealth
 from controller.domain.status.conditions import condition
+from controller.domain.workspace import WorkspaceView
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,8 @@ class SessionView:
     """When the agent became idle, under an idle policy (empty: it has work, or no policy)."""
     suspend_after: int | None = None
     """The idle policy's seconds (None: no policy, the session is never suspended)."""
+    workspace: WorkspaceView | None = None
+    """The session's workspace claim, if the runtime has one."""
 
     @property
     def running(self) -> bool:

@@ -117,6 +117,12 @@ kopf actually calls; nothing is a wildcard.
 - apiGroups: ["apps"]
   resources: ["statefulsets"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
+# Session workspaces (spec.runtime.workspace): a PersistentVolumeClaim <agent>-workspace,
+# created before the session, merge-patched for its owner (reclaim policy) and to grow it.
+# Never deleted by the controller: the garbage collector deletes it with its agent.
+- apiGroups: [""]
+  resources: ["persistentvolumeclaims"]
+  verbs: ["get", "list", "watch", "create", "patch"]
 # Work holds: a Lease created if absent (with the hold finalizer), released by patching the
 # finalizer off and deleting, both guarded by the version decided from.
 - apiGroups: ["coordination.k8s.io"]
@@ -163,6 +169,10 @@ kopf actually calls; nothing is a wildcard.
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]
   verbs: ["list", "watch"]
+# Read only when a workspace grows: whether its StorageClass allows volume expansion.
+- apiGroups: ["storage.k8s.io"]
+  resources: ["storageclasses"]
+  verbs: ["get"]
 # Namespaces are listed and watched for their labels, which a ResourceGrant's namespaceSelector
 # reads (and, restricted to watchNamespaces, kopf follows the watched ones being created or
 # deleted).
