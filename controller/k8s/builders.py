@@ -395,6 +395,10 @@ def _delivery_sidecar(agent: AgentObject, delivery: SessionDelivery) -> dict[str
             **RESTRICTED_CONTAINER_SECURITY,
             "readOnlyRootFilesystem": True,
             "runAsNonRoot": True,
+            # The image's own user, pinned: a pod-level runAsUser (a runtime that runs as root,
+            # say) must not be inherited by the sidecar, which runAsNonRoot would then refuse.
+            "runAsUser": SIDECAR_UID,
+            "runAsGroup": SIDECAR_UID,
             "seccompProfile": {"type": "RuntimeDefault"},
         },
     }
@@ -493,6 +497,9 @@ def has_delivery_sidecar(pod: dict[str, Any]) -> bool:
     spec = pod.get("spec") or {}
     return any(c.get("name") == DELIVERY_CONTAINER for c in spec.get("initContainers") or [])
 
+
+SIDECAR_UID = 65532
+"""The delivery sidecar's user and group: the project image's non-root ``USER``."""
 
 RESTRICTED_POD_SECURITY: dict[str, Any] = {
     "runAsNonRoot": True,

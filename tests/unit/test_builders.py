@@ -671,3 +671,27 @@ def test_only_the_workspace_mount_path_is_part_of_the_trajectory() -> None:
     assert trajectory_hash(with_workspace(reclaimPolicy="Retain")) == base
     assert trajectory_hash(with_workspace(mountPath="/data")) != base
     assert trajectory_hash(Runtime.model_validate({"image": "x"})) != base
+
+
+def test_the_delivery_sidecar_keeps_its_own_user_under_a_root_pod() -> None:
+    """A runtime that runs as root (a pod-level runAsUser 0) must not pass that user on to the
+    sidecar: it runs as the image's non-root user, which its runAsNonRoot then accepts."""
+    runtime = Runtime.model_validate(
+        {
+            **RUNTIME.model_dump(by_alias=True, exclude_none=True),
+            "securityContext": {"runAsUser": 0, "runAsNonRoot": False},
+        }
+    )
+    d = builders.session_workload(
+        AGENT,
+        runtime,
+        launch_generation=3,
+        trajectory_hash=trajectory_hash(runtime),
+        launched_at=LAUNCHED_AT,
+        delivery=builders.SessionDelivery(image="localhost/bindery:dev"),
+    )
+    pod = d["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsUser"] == 0
+    (sidecar,) = [c for c in pod["initContainers"] if c["name"] == builders.DELIVERY_CONTAINER]
+    assert sidecar["securityContext"]["runAsNonRoot"] is True
+    assert sidecar["securityContext"]["runAsUser"] == builders.SIDECAR_UID != 0
