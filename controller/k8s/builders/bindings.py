@@ -1,0 +1,34 @@
+"""The bindings ConfigMap: the agent's resolved bindings as one JSON file, and where the session
+reads it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.domain import rules
+from controller.domain.delivery import BINDINGS_FILE
+from controller.domain.models import AgentObject
+from controller.k8s.builders.common import agent_labels, owner_reference
+
+BINDINGS_MOUNT = rules.BINDINGS_MOUNT
+BINDINGS_VOLUME = rules.BINDINGS_VOLUME
+BINDINGS_ENV = "BINDERY_BINDINGS_FILE"
+
+
+def bindings_config_map_name(agent_name: str) -> str:
+    return f"{agent_name}-bindings"
+
+
+def bindings_config_map(agent: AgentObject, rendered: str) -> dict[str, Any]:
+    """The ConfigMap that carries the agent's resolved bindings as one JSON file."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": bindings_config_map_name(agent.meta.name),
+            "namespace": agent.meta.namespace,
+            "labels": agent_labels(agent, "bindings"),
+            "ownerReferences": [owner_reference(agent)],
+        },
+        "data": {BINDINGS_FILE: rendered},
+    }

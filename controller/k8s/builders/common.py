@@ -1,0 +1,79 @@
+"""What every builder shares: Bindery's labels and the owner reference to the agent, the checks
+that tell whether an object is the agent's own or one to adopt, and stable JSON for golden
+files."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from controller.domain.models import API_VERSION, AgentObject
+
+MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGER = "bindery"
+AGENT_LABEL = "bindery.dev/agent"
+COMPONENT_LABEL = "app.kubernetes.io/component"
+
+
+def owner_reference(agent: AgentObject) -> dict[str, Any]:
+    """Owner reference to the agent, so deleting it garbage-collects what it owns."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "AgentSpec",
+        "name": agent.meta.name,
+        "uid": agent.meta.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def agent_labels(agent: AgentObject, component: str) -> dict[str, str]:
+    return {MANAGED_BY: MANAGER, AGENT_LABEL: agent.meta.name, COMPONENT_LABEL: component}
+
+
+def owner_of(body: dict[str, Any]) -> tuple[str, str, str] | None:
+    """(kind, name, uid) of the object's controlling owner, if it has one."""
+    for ref in (body.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return str(ref.get("kind", "")), str(ref.get("name", "")), str(ref.get("uid", ""))
+    return None
+
+
+def owned_by(body: dict[str, Any], agent: AgentObject) -> bool:
+    """Whether ``body`` is Bindery's object for ``agent`` (its label and controlling owner)."""
+    labels = (body.get("metadata") or {}).get("labels") or {}
+    return labels.get(MANAGED_BY) == MANAGER and owner_of(body) == (
+        "AgentSpec",
+        agent.meta.name,
+        agent.meta.uid,
+    )
+
+
+def adoptable(body: dict[str, Any], agent: AgentObject) -> bool:
+    """Left by an earlier AgentSpec of ``agent``'s name: Bindery's label for an agent of this
+    name, and no controlling owner (deleted with ``propagationPolicy: Orphan``) or an AgentSpec
+    of this name that is gone (names are unique, so another uid is an earlier agent, whose
+    objects the garbage collector has not removed yet). Like the ReplicaSet controller with
+    orphaned pods, Bindery adopts it."""
+    labels = (body.get("metadata") or {}).get("labels") or {}
+    owner = owner_of(body)
+    return (
+        labels.get(MANAGED_BY) == MANAGER
+        and labels.get(AGENT_LABEL) == agent.meta.name
+        and (owner is None or owner[:2] == ("AgentSpec", agent.meta.name))
+    )
+
+
+def adoption(body: dict[str, Any], agent: AgentObject) -> dict[str, Any]:
+    """The merge patch that makes ``agent`` the controlling owner (in place of a gone one)."""
+    refs = [
+        r
+        for r in (body.get("metadata") or {}).get("ownerReferences") or []
+        if not r.get("controller")
+    ]
+    return {"metadata": {"ownerReferences": [*refs, owner_reference(agent)]}}
+
+
+def canonical(manifest: dict[str, Any]) -> str:
+    """Stable JSON for golden files."""
+    return json.dumps(manifest, indent=2, sort_keys=True) + "\n"
