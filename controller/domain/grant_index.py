@@ -72,10 +72,6 @@ class GrantIndex:
         namespace, _, name = key.rpartition("/")
         return self._grants.get(namespace, {}).get(name)
 
-    def grants_in(self, namespace: str) -> list[ResourceGrantObject]:
-        """The namespace's grants, by name."""
-        return [g for _, g in sorted(self._grants.get(namespace, {}).items())]
-
     def labels(self, namespace: str) -> Mapping[str, str]:
         return self._labels.get(namespace, {})
 
@@ -92,9 +88,6 @@ class GrantIndex:
     def reaching_from(self, namespace: str) -> tuple[Set[str], Set[str]]:
         """The agents and Tools of ``namespace`` whose last resolution consulted any grant."""
         return self._agents.living.get(namespace), self._tools.living.get(namespace)
-
-    def reach_of_agent(self, key: str) -> frozenset[str]:
-        return self._agents.of.get(key, _NONE)
 
     # -- changes -------------------------------------------------------------------------------
 

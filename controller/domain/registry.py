@@ -126,10 +126,6 @@ class Registry:
         """The ResourceGrant ``namespace/name``, if registered."""
         return self._grants.grant(key)
 
-    def grants_in(self, namespace: str) -> list[ResourceGrantObject]:
-        """The namespace's ResourceGrants, by name."""
-        return self._grants.grants_in(namespace)
-
     def grant_for(self, referrer: str, target: Target, use: GrantUse) -> ResourceGrantObject | None:
         return self._grants.grant_for(referrer, target, use)
 

@@ -25,7 +25,7 @@ class RegistryView(Protocol):
     def tool(self, key: str) -> ToolObject | None: ...
 
     def validate_tool(self, tool_key: str) -> ToolValidation:
-        """What :func:`~controller.domain.slots.validate_tool_slots` says of the Tool, possibly
+        """What :func:`~controller.domain.slots.checked_tool_slots` says of the Tool, possibly
         cached."""
         ...
 

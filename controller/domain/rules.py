@@ -162,15 +162,13 @@ def quantity_value(value: int | str) -> Decimal | None:
     """The number a quantity stands for (``2Gi`` is 2147483648), None when it is not one."""
     if isinstance(value, int):
         return Decimal(value)
-    if not QUANTITY.fullmatch(value):
+    quantity = QUANTITY.fullmatch(value)
+    if quantity is None:
         return None
-    number = re.match(r"[+-]?(\d+(\.\d*)?|\.\d+)", value)
-    if number is None:  # QUANTITY starts with one: never
-        return None
-    suffix = value[number.end() :]
+    number, suffix = value[: quantity.end(1)], value[quantity.end(1) :]
     if suffix[:1] in ("e", "E"):
         return Decimal(value)
-    return Decimal(number.group(0)) * _SUFFIXES[suffix]
+    return Decimal(number) * _SUFFIXES[suffix]
 
 
 def storage_size_problem(value: int | str) -> str | None:

@@ -321,11 +321,6 @@ class _ToolContext:
         return f"tool {self.key}"
 
 
-def validate_tool_slots(tool: ToolObject, view: RegistryView) -> ToolValidation:
-    """A Tool's static slots checked on their own, as at registration time."""
-    return checked_tool_slots(tool, view)[0]
-
-
 def checked_tool_slots(tool: ToolObject, view: RegistryView) -> tuple[ToolValidation, set[str]]:
     """A Tool's static slots checked on their own, and the other namespaces whose grants the
     check consulted."""

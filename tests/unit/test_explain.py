@@ -347,3 +347,24 @@ def test_why_shows_the_grant_that_shares_a_resource_of_another_namespace() -> No
     (refused,) = unlabelled["bindings"]
     assert refused["state"] == "Error"
     assert "no ResourceGrant there lets namespace 'demo' bind it by static" in refused["message"]
+
+
+def test_a_grant_that_does_not_parse_is_ignored_with_its_reason() -> None:
+    broken = obj("ResourceGrant", "broken", {"from": "everyone", "to": []}, namespace="local")
+    reader = agent("dev", tools=[{"name": "reader"}], resources=[], resourceSelector=None)
+    doc = ex.explain(
+        observed(
+            agent=reader,
+            resources=[SHARED],
+            tools=[SHARED_TOOL],
+            agents=[],
+            holds=[],
+            grants=[broken, SHARE],
+            namespace_labels={"tier": "team"},
+        )
+    )
+    ignored = doc["ignored"]
+    assert ignored["ResourceGrant local/broken"] == "spec.from: Input should be a valid list"
+    assert "ResourceGrant local/share-config" not in ignored
+    (row,) = doc["bindings"]
+    assert row["resource"]["grant"] == "local/share-config"  # the valid grant still applies

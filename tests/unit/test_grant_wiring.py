@@ -13,7 +13,7 @@ import yaml
 from controller.domain.grants import ResourceGrantObject, ResourceGrantSpec, parse_grant
 from controller.domain.models import ObjectMeta, ResourceSelector, parse_object
 from controller.domain.registry import Affected, Registry
-from controller.domain.results import BindingState, SlotResult
+from controller.domain.results import BindingState, ErrorCause, SlotResult
 from tests.unit.domain_objects import agent, registry_of, resource, rtype, slot, tool, use
 
 TYPES = (rtype("config"), rtype("vcs"))
@@ -290,3 +290,42 @@ def test_the_shared_config_example_binds_from_three_teams_by_the_grant() -> None
     assert registry.delete_grant("local", "share-config").agents == frozenset(agents)
     for result in resolve_all(registry, agents).values():
         assert result.state is BindingState.ERROR
+
+
+def test_a_grant_is_looked_up_by_its_key() -> None:
+    share = grant("share-config")
+    registry = team_registry(share)
+    assert registry.grant("local/share-config") == share
+    assert registry.grant("local/absent") is None
+    assert registry.grant("team-a/share-config") is None
+
+
+def test_revoking_one_of_two_grants_leaves_the_other_binding() -> None:
+    registry = team_registry(grant("a-share"), grant("b-share"))
+    for result in resolve_all(registry, AGENTS).values():
+        assert result.resource is not None
+        assert result.resource.grant == "local/a-share"  # the first grant by name
+    assert registry.delete_grant("local", "a-share").agents == frozenset(AGENTS)
+    assert registry.grant("local/a-share") is None
+    assert registry.grant("local/b-share") is not None
+    for result in resolve_all(registry, AGENTS).values():
+        assert result.state is BindingState.BOUND
+        assert result.resource is not None
+        assert result.resource.grant == "local/b-share"
+
+
+def test_a_granted_parameter_value_naming_no_resource_says_it_does_not_exist() -> None:
+    registry = param_registry("local/gone", grant("gone", to=[{"name": "gone"}]))
+    (missing,) = registry.resolve("team-a/dev").slots
+    assert missing.state is BindingState.ERROR
+    assert missing.resource is None
+    assert missing.cause is ErrorCause.MISSING
+    assert "names Resource local/gone, which does not exist" in missing.message
+
+
+def test_deleting_a_namespace_whose_labels_were_never_seen_affects_no_one() -> None:
+    registry = team_registry(grant("share-config"))
+    resolve_all(registry, AGENTS)
+    assert registry.delete_namespace("team-a") == Affected()
+    assert registry.upsert_namespace("team-a", {}) == Affected()
+    assert registry.delete_namespace("team-a") == Affected()  # labels, but none to lose

@@ -23,7 +23,7 @@ from controller.domain.launch import (
     plan_launch,
     trajectory_hash,
 )
-from controller.domain.models import Access, BindingMode, Runtime, ToolSpec
+from controller.domain.models import Access, BindingMode, Runtime, ToolSpec, Workspace
 from controller.domain.results import (
     AgentResolution,
     BindingState,
@@ -55,6 +55,7 @@ from controller.domain.status import (
     tool_status,
 )
 from controller.domain.work import Hold, WorkPlan, WorkState
+from controller.domain.workspace import WorkspaceView
 
 T0 = "2024-01-01T00:00:00Z"
 T1 = "2024-01-01T00:05:00Z"
@@ -955,3 +956,23 @@ def test_a_launch_record_bindery_cannot_trust_asks_for_a_relaunch(
     assert relaunch["message"].endswith(
         "change spec.relaunchGeneration to relaunch the session with spec.runtime"
     )
+
+
+def test_the_session_workspace_claim_is_reported_in_status() -> None:
+    h = trajectory_hash(RT)
+    without = status_for(IDLE, session=_session(RT, 2, Launched(2, h, T0)))
+    assert "workspace" not in without
+    claim = {
+        "metadata": {"name": "alice-workspace"},
+        "spec": {"resources": {"requests": {"storage": "1Gi"}}},
+        "status": {"phase": "Bound", "capacity": {"storage": "1Gi"}},
+    }
+    view = WorkspaceView(claim, Workspace(size="1Gi"))
+    session = replace(_session(RT, 2, Launched(2, h, T0)), workspace=view)
+    s = status_for(IDLE, session=session)
+    assert s["workspace"] == {
+        "claimName": "alice-workspace",
+        "phase": "Bound",
+        "capacity": "1Gi",
+        "reclaimPolicy": "Delete",
+    }

@@ -107,3 +107,25 @@ def test_status() -> None:
     st = retained.as_status()
     assert st["phase"] == "Pending"
     assert "left when the agent is deleted" in st["message"]
+
+
+def test_a_resize_asks_for_the_desired_size() -> None:
+    patch = ws.resize_patch(Workspace(size="5Gi"))
+    assert patch == {"spec": {"resources": {"requests": {"storage": "5Gi"}}}}
+
+
+def test_a_growth_the_class_cannot_expand_is_reported_with_the_class() -> None:
+    message = ws.not_expandable(claim("1Gi"), Workspace(size="5Gi"), "standard")
+    assert message.startswith("claim coder-workspace requests 1Gi; growing it to 5Gi")
+    assert message.endswith("and standard does not")
+    assert "and (none) does not" in ws.not_expandable(claim(), Workspace(size="5Gi"), "")
+
+
+def test_an_integer_size_counts_bytes() -> None:
+    assert rules.quantity_value(2**31) == 2**31
+    workspace = runtime(size=2**31).workspace
+    assert workspace is not None
+    assert ws.size_change(claim("2Gi"), workspace) is ws.SizeChange.SAME
+    assert ws.size_change(claim("1Gi"), workspace) is ws.SizeChange.GROW
+    with pytest.raises(ValidationError, match="above zero"):
+        runtime(size=0)
