@@ -1,7 +1,7 @@
 """The cluster work scope on the real API server: one holder per URI across namespaces.
 
 The controller runs with ``--work-scope=cluster``, its holds in the test's namespace, and watches
-two team namespaces besides. A `HoldWatcher` replays every work-hold Lease in the cluster and
+two team namespaces besides. A `HoldWatcher` replays every work-hold Lease of those namespaces and
 every bindings ConfigMap of the team namespaces in the API server's own order (one watch each, so
 events come in resourceVersion order), and fails the test if a URI ever had two holders (two
 agents named by hold Leases at once) or was delivered to two agents at once.
@@ -32,13 +32,16 @@ BINDINGS = f"{builders.COMPONENT_LABEL}=bindings"
 
 
 class HoldWatcher:
-    """Replays work-hold Leases (all namespaces) and bindings ConfigMaps (the teams')."""
+    """Replays work-hold Leases (the hold namespace's and the teams') and bindings ConfigMaps
+    (the teams'). Holds elsewhere belong to other tests sharing the API server (their agents'
+    namespaces may still be going away) and are not this test's to judge."""
 
-    def __init__(self, cluster: Cluster, teams: tuple[str, ...]) -> None:
+    def __init__(self, cluster: Cluster, teams: tuple[str, ...], hold_namespace: str) -> None:
         api = cluster.api_client()
         self.coordination = client.CoordinationV1Api(api)
         self.core = client.CoreV1Api(api)
         self.teams = teams
+        self.judged = {hold_namespace, *teams}
         self.holds: dict[str, tuple[str, str]] = {}
         """Lease namespace/name -> (URI, holder)."""
         self.delivered: dict[str, set[str]] = {}
@@ -107,6 +110,8 @@ class HoldWatcher:
         )
 
     def _lease(self, kind: str, lease: Any) -> None:
+        if lease.metadata.namespace not in self.judged:
+            return
         self.events += 1
         key = f"{lease.metadata.namespace}/{lease.metadata.name}"
         uri = (lease.metadata.annotations or {}).get(builders.URI_ANNOTATION, "")
@@ -217,8 +222,8 @@ def scoped(
 
 
 @pytest.fixture
-def holds(cluster: Cluster, teams: tuple[str, str]) -> Iterator[HoldWatcher]:
-    with HoldWatcher(cluster, teams) as watcher:
+def holds(cluster: Cluster, namespace: str, teams: tuple[str, str]) -> Iterator[HoldWatcher]:
+    with HoldWatcher(cluster, teams, namespace) as watcher:
         yield watcher
     assert watcher.events > 0, "the watcher saw no hold and no bindings ConfigMap at all"
     assert watcher.violations == []
