@@ -128,6 +128,17 @@ def _failing(pod: dict[str, Any], statuses: list[dict[str, Any]]) -> Verdict | N
             if reason == "CrashLoopBackOff" and last == "OOMKilled":
                 reason = "OOMKilled"
             return SessionPhase.FAILING, reason, str(waiting.get("message") or "")
+        crashed = (c.get("state") or {}).get("terminated") or {}
+        if crashed.get("exitCode") and int(c.get("restartCount") or 0) > 0:
+            # Exited again after restarts, and the kubelet has not (yet) reported its back-off:
+            # a crash loop all the same, in the kubelet's own word for the exit.
+            code = crashed["exitCode"]
+            message = str(
+                crashed.get("message")
+                or f"the {c.get('name', 'session')} container exited with code {code} "
+                f"after {c.get('restartCount')} restarts"
+            )
+            return SessionPhase.FAILING, str(crashed.get("reason") or "Error"), message
     st = pod.get("status") or {}
     if st.get("phase") in ("Failed", "Succeeded"):
         message = str(st.get("message") or f"the session pod has ended ({st.get('phase')})")

@@ -197,7 +197,9 @@ def kubelet_reason(cluster: Cluster, namespace: str, name: str) -> tuple[str, st
 
 
 FAILURES = {
-    "exits": (probe.runtime("import sys; sys.exit(1)"), "CrashLoopBackOff"),
+    # The kubelet reports a crash loop as waiting CrashLoopBackOff, and at times (seen on a
+    # loaded node) only as the container's last exit, terminated Error: status says either.
+    "exits": (probe.runtime("import sys; sys.exit(1)"), "CrashLoopBackOff|Error"),
     "oom": (
         probe.runtime(
             "b = [bytearray(1 << 20) for _ in range(512)]",

@@ -109,3 +109,26 @@ def test_a_pod_that_has_ended_is_failing_with_its_phase(phase: str) -> None:
         "Evicted",
         "the node was low on memory",
     )
+
+
+def exited(code: int, restarts: int, reason: str = "Error") -> dict[str, Any]:
+    """A Running pod whose container's current state is its exit (between the kubelet's
+    reports of a crash and of the back-off that follows)."""
+    p = pod(ready=False, restarts=restarts)
+    container = p["status"]["containerStatuses"][0]
+    container["state"] = {"terminated": {"reason": reason, "exitCode": code}}
+    container["lastState"] = {"terminated": {"reason": reason, "exitCode": code}}
+    return p
+
+
+def test_a_container_that_exits_again_after_restarts_is_failing_with_the_kubelets_word() -> None:
+    h = session_health(exited(1, restarts=5))
+    assert h.stalled
+    assert h.reason == "Error"
+    assert "exited with code 1 after 5 restarts" in h.message
+    assert session_health(exited(137, restarts=2, reason="OOMKilled")).reason == "OOMKilled"
+
+
+def test_a_first_exit_or_a_clean_one_is_not_yet_a_crash_loop() -> None:
+    assert not session_health(exited(1, restarts=0)).stalled
+    assert not session_health(exited(0, restarts=3, reason="Completed")).stalled
