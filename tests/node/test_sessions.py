@@ -207,7 +207,7 @@ FAILURES = {
         ),
         # Status says OOMKilled when the kubelet does; on cgroup v1 containerd may record a memory
         # kill as Error (exit 137) when its OOM event comes after the exit: then CrashLoopBackOff.
-        "OOMKilled|CrashLoopBackOff",
+        "OOMKilled|CrashLoopBackOff|Error",
     ),
     "no-image": ({"image": "localhost/bindery-missing:0"}, "ImagePullBackOff|ErrImagePull"),
 }
