@@ -13,7 +13,7 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-K8S_VERSION="v1.36.3"
+K8S_VERSION="v1.37.2"
 ETCD_VERSION="v3.6.16"
 HELM_VERSION="v3.22.0"
 KWOK_VERSION="v0.8.0"
