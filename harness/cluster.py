@@ -389,6 +389,9 @@ class LocalCluster:
             f"--secure-port={api_port}",
             "--bind-address=127.0.0.1",
             "--advertise-address=127.0.0.1",
+            # No pod on kwok's node dials the `kubernetes` Service, and from 1.37 the endpoint
+            # reconciler refuses a loopback address: keep it off (the real node keeps it on).
+            "--endpoint-reconciler-type=none",
             f"--tls-cert-file={pki / 'apiserver.crt'}",
             f"--tls-private-key-file={pki / 'apiserver.key'}",
             f"--client-ca-file={pki / 'ca.crt'}",
@@ -406,7 +409,12 @@ class LocalCluster:
             "--max-mutating-requests-inflight=1000",
         ]
         if self.kubelet:
-            overridden = ("--bind-address", "--advertise-address", "--authorization-mode")
+            overridden = (
+                "--bind-address",
+                "--advertise-address",
+                "--authorization-mode",
+                "--endpoint-reconciler-type",
+            )
             argv = [a for a in argv if not a.startswith(overridden)] + node.apiserver_args(pki)
             # Real pods name their ServiceAccount: let the API server default and check it.
             argv = [a for a in argv if a != "--disable-admission-plugins=ServiceAccount"]
