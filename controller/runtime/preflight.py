@@ -59,8 +59,8 @@ def load_client() -> client.ApiClient:
             raise PreflightError(
                 f"no kubeconfig: not in a pod, and {where} (from "
                 f"{'$KUBECONFIG' if 'KUBECONFIG' in os.environ else 'the default path'}) "
-                f"gives no cluster ({detail}); set KUBECONFIG to a kubeconfig file, or start a "
-                "local control plane with 'bindery cluster up'",
+                f"gives no cluster ({detail}); set KUBECONFIG to a kubeconfig file (in a source "
+                "checkout, 'make cluster' starts a local control plane)",
                 Exit.NO_KUBECONFIG,
             ) from exc
     return client.ApiClient(cfg)
