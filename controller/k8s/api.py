@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -288,11 +288,10 @@ class KubeApi:
                 return None
             raise
 
-    async def list_all(
-        self, kind: Endpoint, namespace: str = "", label_selector: str = "", page: int = LIST_PAGE
-    ) -> list[dict[str, Any]]:
-        """Every object of ``kind`` (in ``namespace``, or all), fetched in pages."""
-        items: list[dict[str, Any]] = []
+    async def _pages(
+        self, kind: Endpoint, namespace: str, label_selector: str, page: int, accept: str
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Each page of a LIST of ``kind``, following its ``continue`` token to the end."""
         token = ""
         while True:
             query = [("limit", str(page))]
@@ -300,16 +299,25 @@ class KubeApi:
                 query.append(("labelSelector", label_selector))
             if token:
                 query.append(("continue", token))
-            data = await self.request("GET", kind.path(namespace), query=query)
+            data = await self.request("GET", kind.path(namespace), query=query, accept=accept)
+            yield data
+            token = (data.get("metadata") or {}).get("continue", "")
+            if not token:
+                return
+
+    async def list_all(
+        self, kind: Endpoint, namespace: str = "", label_selector: str = "", page: int = LIST_PAGE
+    ) -> list[dict[str, Any]]:
+        """Every object of ``kind`` (in ``namespace``, or all), fetched in pages."""
+        items: list[dict[str, Any]] = []
+        async for data in self._pages(kind, namespace, label_selector, page, "application/json"):
             api_version = data.get("apiVersion", "")
             kind_name = str(data.get("kind", "")).removesuffix("List")
             for item in data.get("items") or []:
                 item.setdefault("apiVersion", api_version)
                 item.setdefault("kind", kind_name)
                 items.append(item)
-            token = (data.get("metadata") or {}).get("continue", "")
-            if not token:
-                return items
+        return items
 
     async def list_versions(
         self, kind: Endpoint, namespace: str = "", label_selector: str = "", page: int = LIST_PAGE
@@ -317,24 +325,14 @@ class KubeApi:
         """The resourceVersion of a consistent listing and, for every object in it, its
         ``namespace/name`` key and resourceVersion (metadata only: no bodies are transferred)."""
         versions: dict[str, str] = {}
-        token = ""
         list_rv = ""
-        while True:
-            query = [("limit", str(page))]
-            if label_selector:
-                query.append(("labelSelector", label_selector))
-            if token:
-                query.append(("continue", token))
-            data = await self.request("GET", kind.path(namespace), query=query, accept=META_LIST)
+        async for data in self._pages(kind, namespace, label_selector, page, META_LIST):
             for item in data.get("items") or []:
                 md = item.get("metadata") or {}
                 ns, name = md.get("namespace") or "", md.get("name", "")
                 versions[f"{ns}/{name}" if ns else name] = str(md.get("resourceVersion", ""))
-            meta = data.get("metadata") or {}
-            list_rv = list_rv or str(meta.get("resourceVersion", ""))
-            token = meta.get("continue", "")
-            if not token:
-                return list_rv, versions
+            list_rv = list_rv or str((data.get("metadata") or {}).get("resourceVersion", ""))
+        return list_rv, versions
 
     async def list_page(
         self, kind: Endpoint, namespace: str, *, field_selector: str, limit: int = 50

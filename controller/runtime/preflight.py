@@ -148,7 +148,7 @@ async def _check_api(api: client.ApiClient) -> None:
 
 
 def check_cluster(api: client.ApiClient, *, wait: float = 0.0, retry: float = 2.0) -> None:
-    """The API server answers and serves the four Bindery kinds.
+    """The API server answers and serves the five Bindery kinds.
 
     An API server that does not answer is asked again every ``retry`` seconds for up to ``wait``
     seconds (a controller restarted while the control plane restarts too should not exit, and be
