@@ -15,8 +15,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
+import aiohttp
 import kopf
 import structlog
+from multidict import CIMultiDict
 from prometheus_client import start_http_server
 
 from controller.domain.work import WorkScope
@@ -43,17 +45,42 @@ GC_THRESHOLD = 50_000
 """Allocations between the garbage collector's youngest-generation collections."""
 
 
+async def login(**kwargs: Any) -> kopf.ConnectionInfo | kopf.AiohttpSession | None:
+    """kopf's own login from the client's configuration, with the kubeconfig user's
+    impersonation (``as``, ``as-groups``), which kopf's login does not read: kopf's watches then
+    see what the controller's own requests see. Run on the event loop (the session belongs to
+    it)."""
+    info = kopf.login_via_client(**kwargs)
+    impersonate = load_api_client().impersonation.headers()
+    if info is None or not impersonate:
+        return info
+    session = aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=0, ssl=info.as_ssl_context()),
+        headers=CIMultiDict([*info.as_http_headers().items(), *impersonate]),
+        trust_env=info.trust_env,
+    )
+    return kopf.AiohttpSession(
+        server=info.server,
+        default_namespace=info.default_namespace,
+        priority=info.priority,
+        expiration=info.expiration,
+        aiohttp_session=session,
+    )
+
+
 def build_registry(settings: Settings, stop: asyncio.Event) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
     handlers.register(registry)
-    # A private registry gets none of kopf's defaults: log in the way kopf would by default.
-    kopf.on.login(registry=registry)(kopf.login_via_client)
+    # A private registry gets none of kopf's defaults: log in the way kopf would by default,
+    # as the kubeconfig user's impersonation says.
+    kopf.on.login(registry=registry)(login)
 
     # Retried every 2 s (kopf's default is 60 s): a controller started while the API server is
     # away begins as soon as it is back.
     @kopf.on.startup(registry=registry, backoff=2.0)
-    async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
-        handlers.configure_watching(settings, namespaced=bool(settings.namespaces))
+    async def startup(memo: Any, **kwargs: Any) -> None:
+        kopf_settings: kopf.OperatorSettings = kwargs["settings"]
+        handlers.configure_watching(kopf_settings, namespaced=bool(settings.namespaces))
         kube = KubeApi(load_api_client(), connections=max(4, settings.workers * 2))
         controller = Controller(
             kube,
