@@ -245,8 +245,13 @@ def test_readme_shell_setup_works_from_a_fresh_shell_and_down_leaves_no_process(
             "kubectl wait --for=condition=Established -f crds/ --timeout=60s"
         )
         assert crds.returncode == 0, crds.stderr
-        setup = shell(readme_shell_setup())
-        assert setup.returncode == 0, setup.stderr
+        # The `bindery` category is served once discovery has caught up with the new CRDs.
+        setup = wait_for(
+            lambda: (p := shell(readme_shell_setup())).returncode == 0 and p,
+            timeout=60,
+            interval=1,
+            what="README's shell setup to list the bindery category",
+        )
         assert "No resources found" in setup.stderr, setup.stderr
         namespaces = shell(f"{readme_shell_setup()}\nkubectl get ns -o name")
         assert "namespace/default" in namespaces.stdout.split(), namespaces.stderr
