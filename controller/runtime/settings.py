@@ -21,6 +21,7 @@ from typing import Any
 
 from controller.domain.errors import InvalidInputError
 from controller.domain.work import WorkScope
+from controller.runtime.exits import Exit
 
 FLAG = "flag"
 """The key of a field's :class:`Flag` in its metadata."""
@@ -163,7 +164,7 @@ class Settings:
         30.0,
         "--wait-for-api-server",
         help="at start-up, how long to keep asking an API server that does not answer before "
-        "exiting with code 4 (default: 30; 0 exits at once)",
+        f"exiting with code {Exit.UNREACHABLE.value} (default: 30; 0 exits at once)",
         parse=seconds_or_zero,
         metavar="SECONDS",
     )
@@ -201,10 +202,9 @@ class Settings:
         metavar="NAMESPACE",
     )
     log_level: str = knob("INFO", "--log-level", help="INFO (default), DEBUG, WARNING or ERROR")
-    session_service_account: str = field(
-        default_factory=lambda: os.environ.get("BINDERY_SESSION_SERVICE_ACCOUNT", "")
-    )
-    """The ServiceAccount sessions run as ("": one per agent); set by the chart."""
+    session_service_account: str = ""
+    """The ServiceAccount sessions run as ("": one per agent): the chart sets
+    ``$BINDERY_SESSION_SERVICE_ACCOUNT`` (no flag)."""
     identity: str = field(default_factory=_identity)
     """This process among its replicas (the leader Lease's holder)."""
 
@@ -225,8 +225,7 @@ class Settings:
                 values[f.name] = tuple(given) if flag.repeated else given
             elif flag.env and env.get(flag.env):
                 values[f.name] = _from_env(flag, env[flag.env])
-        if "BINDERY_SESSION_SERVICE_ACCOUNT" in env:
-            values["session_service_account"] = env["BINDERY_SESSION_SERVICE_ACCOUNT"]
+        values["session_service_account"] = env.get("BINDERY_SESSION_SERVICE_ACCOUNT", "")
         return cls(**values)
 
 
@@ -261,14 +260,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                 *flag.names, dest=f.name, action="store_const", const=False, help=flag.help
             )
             continue
-        default = f.default if f.default is not MISSING else None
+        said = "default" in flag.help or f.default in (MISSING, "", ())
+        long_name = flag.names[-1].lstrip("-").upper().replace("-", "_")
         parser.add_argument(
             *flag.names,
             dest=f.name,
             type=flag.parse,
             action="append" if flag.repeated else "store",
             default=None,
-            metavar=flag.metavar,
+            metavar=None if flag.choices else flag.metavar or long_name,
             choices=[flag.parse(c) for c in flag.choices] if flag.choices else None,
-            help=flag.help if "default" in flag.help else f"{flag.help} (default: {default})",
+            help=flag.help if said else f"{flag.help} (default: {f.default})",
         )
