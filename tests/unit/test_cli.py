@@ -47,7 +47,7 @@ def test_every_command_registers_its_own_subparser() -> None:
         assert callable(module.register), module.__name__
 
 
-def test_render_loads_neither_kopf_nor_the_controllers_runtime(tmp_path: Path) -> None:
+def test_render_loads_neither_kopf_nor_the_kubernetes_client(tmp_path: Path) -> None:
     kdl = tmp_path / "dev.kdl"
     kdl.write_text('agent "dev" {\n  runtime image="example/agent:1"\n}\n')
     code = (
@@ -56,12 +56,29 @@ def test_render_loads_neither_kopf_nor_the_controllers_runtime(tmp_path: Path) -
         f"assert main(['render', {str(kdl)!r}]) == 0\n"
         "assert 'kopf' not in sys.modules, 'render loaded kopf'\n"
         "assert 'controller.runtime.operator' not in sys.modules\n"
+        "assert 'kubernetes' not in sys.modules, 'render loaded the Kubernetes client'\n"
+        "assert 'controller.session' not in sys.modules\n"
     )
     proc = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, check=False
     )
     assert proc.returncode == 0, proc.stderr
     assert "kind: AgentSpec" in proc.stdout
+
+
+def test_deliver_hands_every_argument_to_the_sidecars_own_parser(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["deliver", "--help"])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: bindery deliver")
+    assert "--config-map CONFIG_MAP" in out
+    with pytest.raises(SystemExit) as exited:
+        main(["deliver", "--config-map", "dev-bindings"])
+    assert exited.value.code == Exit.USAGE
+    assert "the following arguments are required: --lease" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------------- the settings
