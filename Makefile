@@ -9,9 +9,9 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 BINDERY := $(VENV)/bin/bindery
-# `bindery cluster` finds the development harness (harness/, not part of the wheel) on the
-# import path: the checkout's root.
-HARNESS := PYTHONPATH=$(CURDIR)
+# The local control plane is the development harness's own command (harness/, not part of the
+# wheel): `python -m` finds it from the checkout's root, where make runs.
+HARNESS := $(PY) -m harness cluster
 STATE_DIR := .cache/cluster
 RUN_NAMESPACE ?= default
 # KUBELET=1: a real node (containerd, runc, a kubelet; needs root) instead of kwok's fake one,
@@ -39,10 +39,10 @@ control-plane: ## build (once, cached in ~/.cache/bindery; harness/tools/build.s
 
 cluster: venv control-plane ## start the local control plane in the background (KUBELET=1: a real node)
 	@if [ -f $(STATE_DIR)/state.json ]; then echo "already running: $(STATE_DIR)/kubeconfig"; \
-	else $(HARNESS) $(BINDERY) cluster up $(CLUSTER_FLAGS) --state-dir $(STATE_DIR); fi
+	else $(HARNESS) up $(CLUSTER_FLAGS) --state-dir $(STATE_DIR); fi
 
 cluster-down: venv ## stop the local control plane
-	$(HARNESS) $(BINDERY) cluster down --state-dir $(STATE_DIR)
+	$(HARNESS) down --state-dir $(STATE_DIR)
 
 run: cluster ## local control plane + CRDs + examples, then the controller in the foreground (KUBELET=1: real sessions)
 	@export KUBECONFIG=$(CURDIR)/$(STATE_DIR)/kubeconfig PATH="$$(bash harness/tools/build.sh --print):$$PATH"; \
@@ -114,5 +114,5 @@ examples: venv ## regenerate the rendered example manifests from their KDL and t
 	$(PY) -m controller.authoring.examples
 
 clean: ## remove the venv and local state (the binary cache in ~/.cache/bindery stays)
-	-$(HARNESS) $(BINDERY) cluster down --state-dir $(STATE_DIR) 2>/dev/null
+	-$(HARNESS) down --state-dir $(STATE_DIR) 2>/dev/null
 	rm -rf $(VENV) .cache .mypy_cache .ruff_cache .pytest_cache

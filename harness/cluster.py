@@ -10,7 +10,7 @@ The binaries are built from the Go module proxy by the harness's build script
 (``~/.cache/bindery``) and reused afterwards.
 
 The state of a running control plane (pids, ports, paths) lives in ``<state_dir>/state.json`` so
-``bindery cluster down`` in another process can stop exactly what ``up`` started.
+``python -m harness cluster down`` in another process can stop exactly what ``up`` started.
 """
 
 from __future__ import annotations
@@ -250,7 +250,7 @@ class LocalCluster:
         if existing and alive(existing.pids.get("kube-apiserver", 0)):
             raise ClusterError(
                 f"a local control plane is already running from {self.state_dir} "
-                f"(server {existing.server}); run 'bindery cluster down' first"
+                f"(server {existing.server}); run 'python -m harness cluster down' first"
             )
         bin_dir = ensure_binaries()
         cni_bin = node.preflight() if self.kubelet else None

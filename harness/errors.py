@@ -1,6 +1,7 @@
 """The harness's one exception tree.
 
-``HarnessError``: the harness could not do what a test, a benchmark or ``bindery cluster`` asked.
+``HarnessError``: the harness could not do what a test, a benchmark or its command
+(``python -m harness cluster``) asked.
 ``ClusterError``: the local control plane, its real node or their images could not be built,
 started or reached; its message says what failed, where its log is, and what to install or do.
 """

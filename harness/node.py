@@ -220,8 +220,8 @@ def claim(state_dir: Path, api_port: int) -> None:
         if held.get("stateDir") != str(state_dir) and alive(int(held.get("pid", 0))):
             raise ClusterError(
                 f"a real node is already running on this machine for the control plane in "
-                f"{held.get('stateDir')}: stop it first (bindery cluster down --state-dir "
-                f"{held.get('stateDir')})"
+                f"{held.get('stateDir')}: stop it first (python -m harness cluster down "
+                f"--state-dir {held.get('stateDir')})"
             )
     teardown_machine()  # whatever a killed run left behind
     held = {"stateDir": str(state_dir), "pid": os.getpid(), "apiPort": api_port}

@@ -1,5 +1,5 @@
 """Authoring: Agent Spec KDL and tool YAML to Bindery manifests, and back (docs/kdl.md).
 
 No kopf and no Kubernetes client here: these are pure conversions and checks, used by the
-``bindery render``, ``export`` and ``import-tool`` subcommands (:mod:`controller.authoring.cli`).
+``bindery render``, ``export`` and ``import-tool`` commands (:mod:`controller.cli.authoring`).
 """

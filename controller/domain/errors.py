@@ -1,4 +1,4 @@
-"""The root of every exception Bindery raises, and its four branches.
+"""The root of every exception Bindery raises, and its three branches.
 
 Every exception class defined in ``controller`` derives from :class:`BinderyError`, through the
 branch that says what kind of failure it is (tests/unit/test_errors.py walks the package and
@@ -15,7 +15,8 @@ The tree (the class of each leaf is in the module named)::
     │   ├── ScanError               authoring/kdlscan.py  a KDL syntax error at an offset
     │   ├── BindingsError           session/document.py   not a bindings document
     │   ├── ResolveError            session/resolver.py   a value that cannot fill a slot
-    │   └── _InputError, _UnpairedError  authoring/cli.py, authoring/yamlpos.py (private)
+    │   ├── SettingsError           runtime/settings.py   an environment variable a knob cannot take
+    │   └── _InputError, _UnpairedError  cli/authoring.py, authoring/yamlpos.py (private)
     ├── ApiServerError          the API server refused, did not answer, or holds what forbids
     │   │                       the write: classify by status and reason, never by message
     │   ├── ApiError                k8s/api.py            the controller's seam (status, reason,
@@ -23,12 +24,15 @@ The tree (the class of each leaf is in the module named)::
     │   ├── ApiRequestError         session/sidecar.py    the session sidecar's requests
     │   ├── ForeignObjectError      reconcile/writer.py   an object Bindery does not own
     │   └── StaleWriteError         reconcile/writer.py   decided from a version since changed
-    ├── RunError                the running process cannot go on as it is: start-up checks,
-    │   │                       leadership, the session's own files
-    │   ├── PreflightError          runtime/preflight.py  a start-up check, with its exit code
-    │   ├── LeadershipLostError     runtime/leader.py     this replica no longer leads
-    │   └── AcknowledgeError        session/acknowledge.py  the acknowledgement cannot be written
-    └── InternalError           an invariant of Bindery's own code broke: a bug to report
+    └── RunError                the running process cannot go on as it is: start-up checks,
+        │                       leadership, the session's own files
+        ├── PreflightError          runtime/preflight.py  a start-up check, with its exit code
+        ├── LeadershipLostError     runtime/leader.py     this replica no longer leads
+        └── AcknowledgeError        session/acknowledge.py  the acknowledgement cannot be written
+
+A broken invariant of Bindery's own code is a bug: it raises what Python raises (an
+``AssertionError``, a ``TypeError``), outside this tree, so that no ``except BinderyError``
+swallows it.
 
 Exit codes are not part of this tree: :class:`controller.runtime.exits.Exit` names them, and
 ``bindery run`` maps each failure to one.
@@ -56,8 +60,3 @@ class RunError(BinderyError):
     """The running process (the controller, a session's library or sidecar) cannot go on as it
     is: a start-up check failed, leadership was lost, a file of the session's cannot be
     written."""
-
-
-class InternalError(BinderyError):
-    """An invariant of Bindery's own code does not hold: a bug, to be reported with the
-    message."""

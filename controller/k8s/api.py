@@ -9,15 +9,18 @@ stay plain JSON: no generated model classes, so a pass costs what the API call c
 from __future__ import annotations
 
 import json
+import os
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
 
 import aiohttp
 from kubernetes import client, config
+from kubernetes.config import kube_config
+from multidict import CIMultiDict
 from yarl import URL
 
 from controller import __version__
@@ -154,14 +157,93 @@ ENDPOINTS: dict[Kind, Endpoint] = {
 """The endpoint of each Bindery kind."""
 
 
-def load_api_client() -> client.ApiClient:
-    """In-cluster configuration when running in a pod, else the current kubeconfig."""
+@dataclass(frozen=True)
+class Impersonation:
+    """Who requests are made as, from the kubeconfig user's ``as``, ``as-groups``, ``as-uid``
+    and ``as-user-extra`` (what ``kubectl --as``/``--as-group`` set): the API server authorizes
+    every request as that user, as kubectl's would be. Empty: as the credentials' own user."""
+
+    user: str = ""
+    groups: tuple[str, ...] = ()
+    uid: str = ""
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    @classmethod
+    def of_user(cls, user: dict[str, Any], name: str) -> Impersonation:
+        """The impersonation a kubeconfig ``users[].user`` entry named ``name`` asks for."""
+        found = cls(
+            user=str(user.get("as") or ""),
+            groups=tuple(str(g) for g in user.get("as-groups") or ()),
+            uid=str(user.get("as-uid") or ""),
+            extra=tuple(
+                (str(key), tuple(str(v) for v in values or ()))
+                for key, values in (user.get("as-user-extra") or {}).items()
+            ),
+        )
+        if not found.user and (found.groups or found.uid or found.extra):
+            raise config.ConfigException(
+                f"kubeconfig user {name!r} impersonates groups, a uid or extra fields without "
+                "a user ('as'): add 'as: USER' to it, as kubectl requires"
+            )
+        return found
+
+    def headers(self) -> list[tuple[str, str]]:
+        """The ``Impersonate-*`` request headers (one per group and extra value)."""
+        if not self.user:
+            return []
+        out = [("Impersonate-User", self.user)]
+        out += [("Impersonate-Group", group) for group in self.groups]
+        if self.uid:
+            out.append(("Impersonate-Uid", self.uid))
+        out += [
+            (f"Impersonate-Extra-{quote(key, safe='')}", value)
+            for key, values in self.extra
+            for value in values
+        ]
+        return out
+
+
+NOBODY = Impersonation()
+
+
+def kubeconfig_impersonation(path: str) -> Impersonation:
+    """The impersonation of the current context's user in the kubeconfig at ``path`` (a
+    ``$KUBECONFIG`` list is merged as the client merges it: the first entry of a name wins)."""
+    _, current = config.list_kube_config_contexts(path)
+    name = ((current or {}).get("context") or {}).get("user")
+    merged = kube_config.KubeConfigMerger(path).config
+    for entry in (merged.value.get("users") if merged is not None else None) or ():
+        value = entry.value if isinstance(entry, kube_config.ConfigNode) else entry
+        if value.get("name") == name:
+            return Impersonation.of_user(value.get("user") or {}, str(name))
+    return NOBODY
+
+
+class ImpersonatingClient(client.ApiClient):
+    """The Kubernetes client's ``ApiClient``, and who :class:`KubeApi`'s requests through it are
+    made as (the client itself knows nothing of impersonation)."""
+
+    def __init__(self, configuration: client.Configuration, impersonation: Impersonation) -> None:
+        super().__init__(configuration)
+        self.impersonation = impersonation
+
+
+def kubeconfig_path() -> str:
+    """The kubeconfig to read: ``$KUBECONFIG`` (a list, merged), else ``~/.kube/config``."""
+    return os.environ.get("KUBECONFIG") or "~/.kube/config"
+
+
+def load_api_client() -> ImpersonatingClient:
+    """In-cluster configuration when running in a pod, else the current kubeconfig, with its
+    user's impersonation. Raises the client's ``ConfigException`` (or ``OSError``)."""
     cfg = client.Configuration()
     try:
         config.load_incluster_config(client_configuration=cfg)
     except config.ConfigException:
-        config.load_kube_config(client_configuration=cfg)
-    return client.ApiClient(cfg)
+        path = kubeconfig_path()
+        config.load_kube_config(config_file=path, client_configuration=cfg)
+        return ImpersonatingClient(cfg, kubeconfig_impersonation(path))
+    return ImpersonatingClient(cfg, NOBODY)
 
 
 def _ssl_context(cfg: client.Configuration) -> ssl.SSLContext:
@@ -186,6 +268,11 @@ class KubeApi:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._config: client.Configuration = api_client.configuration
+        self._impersonate = (
+            api_client.impersonation.headers()
+            if isinstance(api_client, ImpersonatingClient)
+            else []
+        )
         self._clock = clock
         self._connections = connections
         self._session: aiohttp.ClientSession | None = None
@@ -200,7 +287,7 @@ class KubeApi:
             tls = _ssl_context(self._config) if host.startswith("https:") else False
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=self._connections, ssl=tls),
-                headers={"User-Agent": USER_AGENT},
+                headers=CIMultiDict([("User-Agent", USER_AGENT), *self._impersonate]),
                 timeout=self._timeout,
             )
         return self._session
@@ -288,11 +375,10 @@ class KubeApi:
                 return None
             raise
 
-    async def list_all(
-        self, kind: Endpoint, namespace: str = "", label_selector: str = "", page: int = LIST_PAGE
-    ) -> list[dict[str, Any]]:
-        """Every object of ``kind`` (in ``namespace``, or all), fetched in pages."""
-        items: list[dict[str, Any]] = []
+    async def _pages(
+        self, kind: Endpoint, namespace: str, label_selector: str, page: int, accept: str
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Each page of a LIST of ``kind``, following its ``continue`` token to the end."""
         token = ""
         while True:
             query = [("limit", str(page))]
@@ -300,16 +386,25 @@ class KubeApi:
                 query.append(("labelSelector", label_selector))
             if token:
                 query.append(("continue", token))
-            data = await self.request("GET", kind.path(namespace), query=query)
+            data = await self.request("GET", kind.path(namespace), query=query, accept=accept)
+            yield data
+            token = (data.get("metadata") or {}).get("continue", "")
+            if not token:
+                return
+
+    async def list_all(
+        self, kind: Endpoint, namespace: str = "", label_selector: str = "", page: int = LIST_PAGE
+    ) -> list[dict[str, Any]]:
+        """Every object of ``kind`` (in ``namespace``, or all), fetched in pages."""
+        items: list[dict[str, Any]] = []
+        async for data in self._pages(kind, namespace, label_selector, page, "application/json"):
             api_version = data.get("apiVersion", "")
             kind_name = str(data.get("kind", "")).removesuffix("List")
             for item in data.get("items") or []:
                 item.setdefault("apiVersion", api_version)
                 item.setdefault("kind", kind_name)
                 items.append(item)
-            token = (data.get("metadata") or {}).get("continue", "")
-            if not token:
-                return items
+        return items
 
     async def list_versions(
         self, kind: Endpoint, namespace: str = "", label_selector: str = "", page: int = LIST_PAGE
@@ -317,24 +412,14 @@ class KubeApi:
         """The resourceVersion of a consistent listing and, for every object in it, its
         ``namespace/name`` key and resourceVersion (metadata only: no bodies are transferred)."""
         versions: dict[str, str] = {}
-        token = ""
         list_rv = ""
-        while True:
-            query = [("limit", str(page))]
-            if label_selector:
-                query.append(("labelSelector", label_selector))
-            if token:
-                query.append(("continue", token))
-            data = await self.request("GET", kind.path(namespace), query=query, accept=META_LIST)
+        async for data in self._pages(kind, namespace, label_selector, page, META_LIST):
             for item in data.get("items") or []:
                 md = item.get("metadata") or {}
                 ns, name = md.get("namespace") or "", md.get("name", "")
                 versions[f"{ns}/{name}" if ns else name] = str(md.get("resourceVersion", ""))
-            meta = data.get("metadata") or {}
-            list_rv = list_rv or str(meta.get("resourceVersion", ""))
-            token = meta.get("continue", "")
-            if not token:
-                return list_rv, versions
+            list_rv = list_rv or str((data.get("metadata") or {}).get("resourceVersion", ""))
+        return list_rv, versions
 
     async def list_page(
         self, kind: Endpoint, namespace: str, *, field_selector: str, limit: int = 50

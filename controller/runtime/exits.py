@@ -26,7 +26,5 @@ class Exit(IntEnum):
     """The API server does not serve Bindery's kinds: the CRDs are not applied."""
     PORT_IN_USE = 6
     """The liveness or metrics port is taken (often: another ``bindery run``)."""
-    NO_HARNESS = 7
-    """``bindery cluster`` needs the harness of a source checkout (absent from the wheel)."""
     INTERRUPTED = 130
     """Ctrl-C (128 + SIGINT)."""

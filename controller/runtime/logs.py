@@ -34,6 +34,20 @@ class RetriesAreWarnings(logging.Filter):
         return True
 
 
+ACCESS_LOGGER = "aiohttp.access"
+"""Where aiohttp's servers log each request: here, kopf's liveness endpoint (``--liveness``)."""
+
+
+class ProbesAreQuiet(logging.Filter):
+    """The liveness endpoint answers a probe every few seconds, and aiohttp logs each answer as
+    an access line at INFO: in a running controller's log they would bury what it did. Answers
+    that went well are dropped; a request the endpoint failed (status 400 or more) still shows."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        status = getattr(record, "response_status", None)
+        return not isinstance(status, int) or status >= 400
+
+
 def configure(level: str = "INFO", *, json: bool | None = None) -> None:
     """Configure structlog and route stdlib logging (kopf, kubernetes) through it."""
     if json is None:
@@ -76,6 +90,9 @@ def configure(level: str = "INFO", *, json: bool | None = None) -> None:
     # kopf says "Handler ... succeeded" for every watch event; our handlers only feed the
     # controller's intake, which logs what matters. Failures (ERROR) still come through.
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    access = logging.getLogger(ACCESS_LOGGER)
+    if not any(isinstance(f, ProbesAreQuiet) for f in access.filters):
+        access.addFilter(ProbesAreQuiet())
     for name in KOPF_CLIENT_LOGGERS:
         client = logging.getLogger(name)
         if not any(isinstance(f, RetriesAreWarnings) for f in client.filters):

@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import os
-import socket
-import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
+import aiohttp
 import kopf
 import structlog
+from multidict import CIMultiDict
 from prometheus_client import start_http_server
 
 from controller.domain.work import WorkScope
@@ -38,6 +37,7 @@ from controller.runtime.preflight import (
     load_client,
     port_in_use,
 )
+from controller.runtime.settings import Settings
 
 log = structlog.get_logger("bindery.operator")
 
@@ -45,68 +45,65 @@ GC_THRESHOLD = 50_000
 """Allocations between the garbage collector's youngest-generation collections."""
 
 
-def _identity() -> str:
-    """Pod (or host) name plus a random suffix: unique even for two processes on one host."""
-    return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+async def login(**kwargs: Any) -> kopf.ConnectionInfo | kopf.AiohttpSession | None:
+    """kopf's own login from the client's configuration, with the kubeconfig user's
+    impersonation (``as``, ``as-groups``), which kopf's login does not read: kopf's watches then
+    see what the controller's own requests see. Run on the event loop (the session belongs to
+    it)."""
+    info = kopf.login_via_client(**kwargs)
+    impersonate = load_api_client().impersonation.headers()
+    if info is None or not impersonate:
+        return info
+    session = aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=0, ssl=info.as_ssl_context()),
+        headers=CIMultiDict([*info.as_http_headers().items(), *impersonate]),
+        trust_env=info.trust_env,
+    )
+    return kopf.AiohttpSession(
+        server=info.server,
+        default_namespace=info.default_namespace,
+        priority=info.priority,
+        expiration=info.expiration,
+        aiohttp_session=session,
+    )
 
 
-@dataclass(frozen=True)
-class Options:
-    """How this controller process runs: by default, reconciling only while it holds the leader
-    Lease, so a second instance waits instead of reconciling beside the first."""
-
-    namespaces: list[str]
-    workers: int = 8
-    resync_seconds: float = 30.0
-    leader_election: bool = True
-    election_namespace: str = ""
-    election_name: str = "bindery-controller"
-    identity: str = field(default_factory=_identity)
-    api_wait: float = 30.0
-    """Seconds to wait at start-up for an API server that does not answer, before exiting."""
-    delivery_image: str = ""
-    """The session delivery sidecar's image ("" for sessions without one)."""
-    unacknowledged_release: float = 120.0
-    acknowledge_timeout: float = 60.0
-    work_scope: WorkScope = WorkScope.NAMESPACE
-    work_hold_namespace: str = ""
-    """Where cluster-scope holds live ("": the leader-election namespace)."""
-
-
-def build_registry(options: Options, stop: asyncio.Event) -> kopf.OperatorRegistry:
+def build_registry(settings: Settings, stop: asyncio.Event) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
     handlers.register(registry)
-    # A private registry gets none of kopf's defaults: log in the way kopf would by default.
-    kopf.on.login(registry=registry)(kopf.login_via_client)
+    # A private registry gets none of kopf's defaults: log in the way kopf would by default,
+    # as the kubeconfig user's impersonation says.
+    kopf.on.login(registry=registry)(login)
 
     # Retried every 2 s (kopf's default is 60 s): a controller started while the API server is
     # away begins as soon as it is back.
     @kopf.on.startup(registry=registry, backoff=2.0)
-    async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
-        handlers.configure_watching(settings, namespaced=bool(options.namespaces))
-        kube = KubeApi(load_api_client(), connections=max(4, options.workers * 2))
+    async def startup(memo: Any, **kwargs: Any) -> None:
+        kopf_settings: kopf.OperatorSettings = kwargs["settings"]
+        handlers.configure_watching(kopf_settings, namespaced=bool(settings.namespaces))
+        kube = KubeApi(load_api_client(), connections=max(4, settings.workers * 2))
         controller = Controller(
             kube,
-            workers=options.workers,
-            instance=options.identity,
-            session_service_account=os.environ.get("BINDERY_SESSION_SERVICE_ACCOUNT", ""),
-            namespaces=options.namespaces,
-            resync_period=options.resync_seconds,
-            delivery_image=options.delivery_image,
-            unacknowledged_release=options.unacknowledged_release,
-            acknowledge_timeout=options.acknowledge_timeout,
-            work_scope=options.work_scope,
-            work_hold_namespace=options.work_hold_namespace,
+            workers=settings.workers,
+            instance=settings.identity,
+            session_service_account=settings.session_service_account,
+            namespaces=settings.namespaces,
+            resync_period=settings.resync_seconds,
+            delivery_image=settings.delivery_image,
+            unacknowledged_release=settings.unacknowledged_release,
+            acknowledge_timeout=settings.acknowledge_timeout,
+            work_scope=settings.work_scope,
+            work_hold_namespace=settings.work_hold_namespace,
         )
         memo.controller = controller
         elector = (
             LeaderElector(
                 kube,
-                namespace=options.election_namespace,
-                name=options.election_name,
-                identity=options.identity,
+                namespace=settings.election_namespace,
+                name=settings.election_name,
+                identity=settings.identity,
             )
-            if options.leader_election
+            if settings.leader_election
             else None
         )
         memo.elector = elector
@@ -116,8 +113,8 @@ def build_registry(options: Options, stop: asyncio.Event) -> kopf.OperatorRegist
             controller.enqueue_all()
             log.info(
                 "controller started",
-                workers=options.workers,
-                namespaces=options.namespaces or ["*"],
+                workers=settings.workers,
+                namespaces=settings.namespaces or ["*"],
                 agents=len(controller.store.of(AGENTS)),
             )
 
@@ -133,7 +130,7 @@ def build_registry(options: Options, stop: asyncio.Event) -> kopf.OperatorRegist
                 await lead()
                 return
             log.info(
-                "waiting to lead", lease=f"{options.election_namespace}/{options.election_name}"
+                "waiting to lead", lease=f"{settings.election_namespace}/{settings.election_name}"
             )
             await _elect(elector, lead, stop)
 
@@ -193,41 +190,51 @@ async def _elect(
         stop.set()
 
 
-def run(*, options: Options, liveness: str, metrics_port: int, log_level: str) -> int:
-    """Check what the controller needs (raising ``PreflightError``), then run until stopped."""
-    logs.configure(log_level)
-    check_liveness_port(liveness)
-    if not options.work_hold_namespace:
-        hold_ns = options.election_namespace or default_namespace()
-        options = replace(options, work_hold_namespace=hold_ns)
-    watched = not options.namespaces or options.work_hold_namespace in options.namespaces
-    if options.work_scope is WorkScope.CLUSTER and not watched:
+def _placed(settings: Settings) -> Settings:
+    """``settings`` with the Lease and the cluster-scope holds placed in a namespace (the
+    kubeconfig context's when none is given), refused when the holds' would not be watched."""
+    if not settings.work_hold_namespace:
+        hold_ns = settings.election_namespace or default_namespace()
+        settings = replace(settings, work_hold_namespace=hold_ns)
+    watched = not settings.namespaces or settings.work_hold_namespace in settings.namespaces
+    if settings.work_scope is WorkScope.CLUSTER and not watched:
         raise PreflightError(
             f"--work-scope=cluster keeps work holds in namespace "
-            f"{options.work_hold_namespace!r}, which this controller does not watch "
-            f"(--namespace {' '.join(options.namespaces)}): add --namespace "
-            f"{options.work_hold_namespace}, or choose another --work-hold-namespace",
+            f"{settings.work_hold_namespace!r}, which this controller does not watch "
+            f"(--namespace {' '.join(settings.namespaces)}): add --namespace "
+            f"{settings.work_hold_namespace}, or choose another --work-hold-namespace",
             Exit.USAGE,
         )
-    if metrics_port:
-        check_port(metrics_port, "", "metrics server", "--metrics-port=PORT")
-    check_cluster(load_client(), wait=options.api_wait)
-    if options.leader_election and not options.election_namespace:
-        options = replace(options, election_namespace=default_namespace())
-    if metrics_port:
+    if settings.leader_election and not settings.election_namespace:
+        settings = replace(settings, election_namespace=default_namespace())
+    return settings
+
+
+def run(settings: Settings) -> Exit:
+    """Check what the controller needs (raising ``PreflightError``), then run until stopped."""
+    logs.configure(settings.log_level)
+    check_liveness_port(settings.liveness)
+    settings = _placed(settings)
+    if settings.metrics_port:
+        check_port(settings.metrics_port, "", "metrics server", "--metrics-port=PORT")
+    api = load_client()
+    check_cluster(api, wait=settings.api_wait)
+    if settings.metrics_port:
         try:
-            start_http_server(metrics_port)
+            start_http_server(settings.metrics_port)
         except OSError as exc:  # taken between the check and now
-            raise port_in_use(metrics_port, "metrics server", "--metrics-port=PORT", exc) from exc
+            raise port_in_use(
+                settings.metrics_port, "metrics server", "--metrics-port=PORT", exc
+            ) from exc
     log.info(
         "starting",
-        mode="leader election" if options.leader_election else "standalone",
-        work_scope=str(options.work_scope),
-        work_holds=options.work_hold_namespace
-        if options.work_scope is WorkScope.CLUSTER
+        mode="leader election" if settings.leader_election else "standalone",
+        work_scope=str(settings.work_scope),
+        work_holds=settings.work_hold_namespace
+        if settings.work_scope is WorkScope.CLUSTER
         else "in each agent's namespace",
-        lease=f"{options.election_namespace}/{options.election_name}"
-        if options.leader_election
+        lease=f"{settings.election_namespace}/{settings.election_name}"
+        if settings.leader_election
         else None,
     )
 
@@ -235,19 +242,18 @@ def run(*, options: Options, liveness: str, metrics_port: int, log_level: str) -
     # default) walks that growing heap again and again while a start-up lists thousands of them.
     gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
 
-    async def main() -> None:
+    async def main() -> Exit:
         stop = asyncio.Event()
         await kopf.operator(
-            registry=build_registry(options, stop),
+            registry=build_registry(settings, stop),
             memo=kopf.Memo(),
-            clusterwide=not options.namespaces,
-            namespaces=options.namespaces,
+            clusterwide=not settings.namespaces,
+            namespaces=settings.namespaces,
             standalone=True,  # one active replica is decided by our own Lease, not kopf peering
-            liveness_endpoint=liveness or None,
+            liveness_endpoint=settings.liveness or None,
             stop_flag=stop,
         )
-        if stop.is_set():  # leadership lost, or the controller could not start
-            raise SystemExit(1)
+        # Stopped by us: leadership lost, or the controller could not start.
+        return Exit.FAILURE if stop.is_set() else Exit.OK
 
-    asyncio.run(main())
-    return 0
+    return asyncio.run(main())

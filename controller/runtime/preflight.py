@@ -23,7 +23,13 @@ from kubernetes import client, config
 
 from controller.domain.errors import RunError
 from controller.domain.models import GROUP, VERSION
-from controller.k8s.api import ApiError, KubeApi
+from controller.k8s.api import (
+    ApiError,
+    ImpersonatingClient,
+    KubeApi,
+    kubeconfig_path,
+    load_api_client,
+)
 from controller.runtime.exits import Exit
 
 log = structlog.get_logger("bindery.preflight")
@@ -45,25 +51,21 @@ class PreflightError(RunError):
         return self.message
 
 
-def load_client() -> client.ApiClient:
-    """In-cluster configuration in a pod, else the kubeconfig; a clear error when neither."""
-    cfg = client.Configuration()
+def load_client() -> ImpersonatingClient:
+    """In-cluster configuration in a pod, else the kubeconfig (with its user's impersonation:
+    ``as``, ``as-groups``); a clear error when neither."""
     try:
-        config.load_incluster_config(client_configuration=cfg)
-    except config.ConfigException:
-        where = os.environ.get("KUBECONFIG") or "~/.kube/config"
-        try:
-            config.load_kube_config(client_configuration=cfg)
-        except (config.ConfigException, OSError) as exc:
-            detail = " ".join(str(exc).split())
-            raise PreflightError(
-                f"no kubeconfig: not in a pod, and {where} (from "
-                f"{'$KUBECONFIG' if 'KUBECONFIG' in os.environ else 'the default path'}) "
-                f"gives no cluster ({detail}); set KUBECONFIG to a kubeconfig file, or start a "
-                "local control plane with 'bindery cluster up'",
-                Exit.NO_KUBECONFIG,
-            ) from exc
-    return client.ApiClient(cfg)
+        return load_api_client()
+    except (config.ConfigException, OSError) as exc:
+        where = kubeconfig_path()
+        detail = " ".join(str(exc).split())
+        raise PreflightError(
+            f"no kubeconfig: not in a pod, and {where} (from "
+            f"{'$KUBECONFIG' if 'KUBECONFIG' in os.environ else 'the default path'}) "
+            f"gives no cluster ({detail}); set KUBECONFIG to a kubeconfig file (in a source "
+            "checkout, 'make cluster' starts a local control plane)",
+            Exit.NO_KUBECONFIG,
+        ) from exc
 
 
 def default_namespace() -> str:
@@ -148,7 +150,7 @@ async def _check_api(api: client.ApiClient) -> None:
 
 
 def check_cluster(api: client.ApiClient, *, wait: float = 0.0, retry: float = 2.0) -> None:
-    """The API server answers and serves the four Bindery kinds.
+    """The API server answers and serves the five Bindery kinds.
 
     An API server that does not answer is asked again every ``retry`` seconds for up to ``wait``
     seconds (a controller restarted while the control plane restarts too should not exit, and be

@@ -17,7 +17,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller.authoring import cli, examples
+from controller.authoring import examples
 from controller.authoring.convert import export, render
 from controller.authoring.errors import AuthoringError
 from controller.authoring.kdl import quote
@@ -166,7 +166,7 @@ def run(capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.
     def _run(*argv: str, stdin: str | None = None) -> tuple[int, str, str]:
         if stdin is not None:
             monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(stdin.encode())))
-        code = cli.main(list(argv))
+        code = bindery_main(list(argv))
         out, err = capsys.readouterr()
         return code, out, err
 
@@ -288,8 +288,26 @@ def test_render_ignores_comments_and_slashdash(run: Run) -> None:
     assert run("render", write("dev.kdl", text)) == (0, SEED_MANIFEST, "")
 
 
-def test_render_empty_file_prints_nothing(run: Run) -> None:
-    assert run("render", write("empty.kdl", "// nothing yet\n")) == (0, "", "")
+def test_render_of_input_without_an_agent_is_an_error_naming_it(run: Run) -> None:
+    expected = "expected Agent Spec KDL (an agent node, docs/kdl.md)"
+    assert run("render", write("empty.kdl", "// nothing yet\n")) == (
+        1,
+        "",
+        f"empty.kdl: error: nothing to print: {expected}\n",
+    )
+    assert run("render", "-", stdin="") == (1, "", f"<stdin>: error: it is empty: {expected}\n")
+    assert run("import-tool", write("blank.yaml", " \n")) == (
+        1,
+        "",
+        "blank.yaml: error: it is empty: expected tool definitions (YAML with resource_slots)\n",
+    )
+
+
+def test_render_of_input_nested_too_deeply_is_an_error_not_a_traceback(run: Run) -> None:
+    deep = "agent a " + "{ x " * 5000 + "}" * 5000 + "\n"
+    code, out, err = run("render", write("deep.kdl", deep))
+    assert (code, out) == (1, "")
+    assert err == "deep.kdl: error: nested too deeply to read: flatten the input\n"
 
 
 # --------------------------------------------------------------------------------------------

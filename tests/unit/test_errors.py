@@ -20,7 +20,6 @@ import controller
 from controller.domain.errors import (
     ApiServerError,
     BinderyError,
-    InternalError,
     InvalidInputError,
     RunError,
 )
@@ -32,7 +31,7 @@ from controller.runtime.leader import LeadershipLostError
 from harness.fakes import NS, ScriptedApi
 
 Body = dict[str, Any]
-BRANCHES = (InvalidInputError, ApiServerError, RunError, InternalError)
+BRANCHES = (InvalidInputError, ApiServerError, RunError)
 
 
 def controller_exceptions() -> list[type[BaseException]]:

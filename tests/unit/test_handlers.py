@@ -12,11 +12,12 @@ import pytest
 
 from controller.k8s import api
 from controller.runtime import handlers, operator
-from controller.runtime.operator import Options, build_registry
+from controller.runtime.operator import build_registry
+from controller.runtime.settings import Settings
 
 
 def _registry() -> kopf.OperatorRegistry:
-    return build_registry(Options(namespaces=[]), asyncio.Event())
+    return build_registry(Settings(), asyncio.Event())
 
 
 def test_every_watched_and_owned_kind_has_one_event_handler() -> None:

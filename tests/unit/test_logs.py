@@ -6,7 +6,9 @@ import io
 import json
 import logging
 
+import aiohttp
 import pytest
+from aiohttp import web
 
 from controller.runtime import logs
 
@@ -68,3 +70,29 @@ def test_other_errors_stay_errors(lines) -> None:  # type: ignore[no-untyped-def
     logging.getLogger("kopf.objects").error("Handler 'observe-agentspecs' failed; will retry")
     logging.getLogger("bindery.test").error("the pass failed; will retry")
     assert [line["level"] for line in lines()] == ["error", "error"]
+
+
+async def test_the_liveness_probes_are_not_logged_but_failed_requests_are(lines) -> None:  # type: ignore[no-untyped-def]
+    """Served as kopf serves ``--liveness`` (an aiohttp AppRunner with its default access log):
+    a probe answered 200 leaves no line, a request the endpoint fails still does."""
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.json_response({})
+
+    app = web.Application()
+    app.add_routes([web.get("/healthz", healthz)])
+    runner = web.AppRunner(app, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    (port,) = {address[1] for address in runner.addresses}
+    try:
+        async with aiohttp.ClientSession() as session:
+            for path in ("/healthz", "/healthz", "/nowhere"):
+                async with session.get(f"http://127.0.0.1:{port}{path}") as response:
+                    await response.read()
+    finally:
+        await runner.cleanup()
+    access = [line for line in lines() if line.get("logger") == logs.ACCESS_LOGGER]
+    assert len(access) == 1, access
+    assert '"GET /nowhere HTTP/1.1" 404' in str(access[0]["event"])

@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from controller.cli.main import build_parser
+from controller.runtime.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKERFILE = REPO / "Dockerfile"
@@ -110,9 +111,9 @@ def test_final_stage_runs_non_root_bindery_run_on_the_documented_ports() -> None
 
 
 def test_the_cli_defaults_match_the_exposed_ports() -> None:
-    args = build_parser().parse_args(["run"])
-    assert args.liveness == "http://0.0.0.0:8080/healthz"
-    assert args.metrics_port == 9090
+    settings = Settings.from_args(build_parser().parse_args(["run"]), environ={})
+    assert settings.liveness == "http://0.0.0.0:8080/healthz"
+    assert settings.metrics_port == 9090
 
 
 def test_dockerignore_sends_only_what_the_build_needs() -> None:

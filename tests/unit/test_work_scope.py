@@ -28,8 +28,9 @@ from controller.k8s.api import AGENTS, LEASES
 from controller.reconcile import Controller
 from controller.reconcile.index import HoldIndex, WantedIndex, hold_from, hold_problem
 from controller.runtime.exits import Exit
-from controller.runtime.operator import Options, run
+from controller.runtime.operator import run
 from controller.runtime.preflight import PreflightError
+from controller.runtime.settings import Settings
 
 URI = "github-issue://acme/app/7"
 CONTROL = "bindery-system"
@@ -307,10 +308,15 @@ def test_a_hold_in_the_hold_namespace_wakes_the_claimants_of_every_namespace() -
 
 
 def test_the_cluster_scope_refuses_to_start_without_watching_its_hold_namespace() -> None:
-    options = Options(
-        namespaces=["team-a"], work_scope=WorkScope.CLUSTER, work_hold_namespace=CONTROL
+    settings = Settings(
+        namespaces=("team-a",),
+        work_scope=WorkScope.CLUSTER,
+        work_hold_namespace=CONTROL,
+        liveness="",
+        metrics_port=0,
+        log_level="WARNING",
     )
     with pytest.raises(PreflightError) as raised:
-        run(options=options, liveness="", metrics_port=0, log_level="WARNING")
+        run(settings)
     assert raised.value.code == Exit.USAGE
     assert f"add --namespace {CONTROL}" in str(raised.value)

@@ -1,8 +1,9 @@
-"""The authoring subcommands of ``bindery``: ``render``, ``export`` and ``import-tool``.
+"""The authoring commands: ``bindery render``, ``export`` and ``import-tool``.
 
 ``register`` adds them to the main command's subparsers; each sets ``func`` to a handler that
 takes the parsed arguments and returns the exit code. On bad input a handler prints one
-``FILE:LINE:COL: error: ...`` line per problem to stderr, nothing to stdout, and returns 1.
+``FILE:LINE:COL: error: ...`` line per problem to stderr, nothing to stdout, and returns 1: an
+empty input, or one nested too deeply to read, is bad input too.
 """
 
 from __future__ import annotations
@@ -11,20 +12,26 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from controller.authoring.convert import Source, export, render
-from controller.authoring.errors import AuthoringError, Pos
-from controller.authoring.kdlscan import Lines
-from controller.authoring.manifests import dump_json, dump_yaml
-from controller.authoring.tools import import_tools
+from controller.cli.command import Subparsers
 from controller.domain.errors import InvalidInputError
+from controller.runtime.exits import Exit
+
+if TYPE_CHECKING:
+    from controller.authoring.convert import Source
 
 STDIN = "-"
+KDL = "Agent Spec KDL (an agent node, docs/kdl.md)"
+MANIFESTS = "AgentSpec manifests (YAML or JSON)"
+TOOLS = "tool definitions (YAML with resource_slots)"
 
 
-def _read(paths: Sequence[str]) -> list[Source]:
-    """Every input as (name, text); ``-`` is standard input. Unreadable input is an error."""
+def _read(paths: Sequence[str], expected: str) -> list[Source]:
+    """Every input as (name, text); ``-`` is standard input. Unreadable or empty input (nothing
+    but white space: ``expected`` says what it should hold) is an error."""
+    from controller.authoring.kdlscan import Lines
+
     sources: list[Source] = []
     errors: list[str] = []
     for path in paths:
@@ -35,14 +42,19 @@ def _read(paths: Sequence[str]) -> list[Source]:
             errors.append(f"{name}: error: cannot read it: {exc.strerror or exc}")
             continue
         try:
-            sources.append((name, data.decode("utf-8")))
+            text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             good = data[: exc.start].decode("utf-8")
-            pos: Pos = Lines(good).pos(len(good))
+            pos = Lines(good).pos(len(good))
             errors.append(
                 f"{name}:{pos}: error: invalid UTF-8 (byte 0x{data[exc.start]:02x}): "
                 "expected UTF-8 text"
             )
+            continue
+        if not text.strip():
+            errors.append(f"{name}: error: it is empty: expected {expected}")
+            continue
+        sources.append((name, text))
     if errors:
         raise _InputError("\n".join(errors))
     return sources
@@ -52,42 +64,58 @@ class _InputError(InvalidInputError):
     pass
 
 
-def _run(produce: Callable[[], str]) -> int:
+def _run(produce: Callable[[], str], paths: Sequence[str]) -> int:
+    from controller.authoring.errors import AuthoringError
+
     try:
         out = produce()
     except (AuthoringError, _InputError) as exc:
         print(exc, file=sys.stderr)
-        return 1
+        return Exit.FAILURE
+    except RecursionError:
+        # Parsing and converting recurse once per level of nesting.
+        names = ", ".join("<stdin>" if p == STDIN else p for p in paths)
+        print(f"{names}: error: nested too deeply to read: flatten the input", file=sys.stderr)
+        return Exit.FAILURE
     sys.stdout.write(out)
     sys.stdout.flush()
-    return 0
+    return Exit.OK
 
 
-def _dump(objects: list[dict[str, Any]], output: str) -> str:
+def _dump(objects: list[dict[str, Any]], args: argparse.Namespace, expected: str) -> str:
     if not objects:
-        return ""
-    return dump_json(objects) if output == "json" else dump_yaml(objects)
+        names = ", ".join("<stdin>" if p == STDIN else p for p in args.files)
+        raise _InputError(f"{names}: error: nothing to print: expected {expected}")
+    from controller.authoring.manifests import dump_json, dump_yaml
+
+    return dump_json(objects) if args.output == "json" else dump_yaml(objects)
 
 
 def cmd_render(args: argparse.Namespace) -> int:
     if args.reverse:
         if args.output != "yaml":
             print("bindery render: error: --reverse prints KDL; -o does not apply", file=sys.stderr)
-            return 2
+            return Exit.USAGE
         return cmd_export(args)
+    from controller.authoring.convert import render
+
     warnings: list[str] = []
-    code = _run(lambda: _dump(render(_read(args.files), warnings), args.output))
+    code = _run(lambda: _dump(render(_read(args.files, KDL), warnings), args, KDL), args.files)
     for warning in warnings:
         print(warning, file=sys.stderr)
     return code
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    return _run(lambda: export(_read(args.files)))
+    from controller.authoring.convert import export
+
+    return _run(lambda: export(_read(args.files, MANIFESTS)), args.files)
 
 
 def cmd_import_tool(args: argparse.Namespace) -> int:
-    return _run(lambda: _dump(import_tools(_read(args.files)), args.output))
+    from controller.authoring.tools import import_tools
+
+    return _run(lambda: _dump(import_tools(_read(args.files, TOOLS)), args, TOOLS), args.files)
 
 
 def _output(parser: argparse.ArgumentParser) -> None:
@@ -100,7 +128,7 @@ def _output(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(subparsers: Subparsers) -> None:
     """Add ``render``, ``export`` and ``import-tool`` to the ``bindery`` command."""
     render_p = subparsers.add_parser(
         "render",
@@ -140,16 +168,3 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     tool_p.add_argument("files", nargs="+", metavar="FILE", help="tool YAML files ('-' for stdin)")
     _output(tool_p)
     tool_p.set_defaults(func=cmd_import_tool)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """The authoring subcommands on their own (``python -m controller.authoring.cli``)."""
-    parser = argparse.ArgumentParser(prog="bindery")
-    register(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
-    args = parser.parse_args(argv)
-    func: Callable[[argparse.Namespace], int] = args.func
-    return func(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
