@@ -15,6 +15,7 @@ The tree (the class of each leaf is in the module named)::
     │   ├── ScanError               authoring/kdlscan.py  a KDL syntax error at an offset
     │   ├── BindingsError           session/document.py   not a bindings document
     │   ├── ResolveError            session/resolver.py   a value that cannot fill a slot
+    │   ├── QuantityError           domain/quantity.py    not a quantity, or one too large
     │   └── _InputError, _UnpairedError  authoring/cli.py, authoring/yamlpos.py (private)
     ├── ApiServerError          the API server refused, did not answer, or holds what forbids
     │   │                       the write: classify by status and reason, never by message
