@@ -5,7 +5,7 @@ The grammar is the API server's (``k8s.io/apimachinery/pkg/api/resource``)::
 
     <quantity> ::= <sign><number><suffix>
     <suffix>   ::= Ki | Mi | Gi | Ti | Pi | Ei          (powers of 1024)
-                 | n | u | m | "" | k | M | G | T | P | E (powers of 1000; E is exa, not an exponent)
+                 | n | u | m | "" | k | M | G | T | P | E (powers of 1000; E is exa)
                  | e<integer> | E<integer>            (a decimal exponent)
 
 and so are the two adjustments it makes: a value is rounded up to a whole nano (``0.1n`` is
@@ -29,7 +29,7 @@ MAX = 2**63 - 1
 
 NANOS = 10**9
 MAX_LENGTH = 128
-"""A quantity string is at most this long here (the API server sets no length; nothing needs more)."""
+"""A quantity string is at most this long here (the API server sets no length; none needs more)."""
 
 PATTERN = (
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
@@ -85,34 +85,40 @@ def parse(value: object) -> Decimal:
     if not digits:
         return Decimal(0)
     sign = -1 if form["sign"] == "-" else 1
-    # value = int(digits) * 10**shift (for a binary suffix, also * 2**power)
-    shift = -len(form["fraction"] or "")
-    power = 0
-    suffix = form["suffix"] or ""
+    scale = _scale(form["suffix"] or "", value)
+    if scale is None:  # an exponent so far below zero that the value is below a nano
+        return _bounded(sign, value)  # rounded up to the smallest quantity, 1n
+    return _bounded(sign * _nanos(digits, scale[0] - len(form["fraction"] or ""), scale[1]), value)
+
+
+def _scale(suffix: str, text: str) -> tuple[int, int] | None:
+    """(power of ten, power of two) that ``suffix`` multiplies by; None: far below a nano."""
     if suffix in _BINARY:
-        power = _BINARY[suffix]
-    elif suffix in _DECIMAL:
-        shift += _DECIMAL[suffix]
-    else:
-        exponent = suffix[1:].lstrip("+-").lstrip("0")
-        if len(exponent) > _DIGITS_OF_MAX:  # an exponent this long is far out of any bound
-            if suffix[1:2] != "-":
-                raise _too_large(value)
-            return _bounded(sign, value)  # far below a nano: rounded up to 1n
-        shift += int(exponent or "0") * (-1 if suffix[1:2] == "-" else 1)
-    # How many digits the whole part has, roughly (a power of 2**10 adds about 3): out of
-    # bounds is known before anything large is computed.
-    magnitude = len(digits) + shift + (power * 3 + 9) // 10
-    if magnitude > _DIGITS_OF_MAX + 1:
-        raise _too_large(value)
+        return 0, _BINARY[suffix]
+    if suffix in _DECIMAL:
+        return _DECIMAL[suffix], 0
+    negative = suffix[1:2] == "-"
+    exponent = suffix[1:].lstrip("+-").lstrip("0")
+    if len(exponent) > _DIGITS_OF_MAX:  # an exponent this long is far out of any bound
+        if negative:
+            return None
+        raise _too_large(text)
+    return int(exponent or "0") * (-1 if negative else 1), 0
+
+
+def _nanos(digits: str, shift: int, power: int) -> int:
+    """``int(digits) * 10**shift * 2**power`` in whole nanos, rounded up; a value far out of
+    bounds is known from its number of digits before anything large is computed."""
+    binary_digits = (power * 3 + 9) // 10  # 2**10 adds about 3 digits
+    if len(digits) + shift + binary_digits > _DIGITS_OF_MAX + 1:
+        return MAX * NANOS + 1  # out of bounds: refused by the caller
     number = int(digits) << power
-    if shift + 9 >= 0:
-        return _bounded(sign * number * 10 ** (shift + 9), value)
-    # Smaller than a nano in its last digits: rounded up (away from zero), as the API server does.
-    if len(digits) + (power * 3 + 9) // 10 < -(shift + 9) - 1:
-        return _bounded(sign, value)  # well below one nano: the smallest quantity, 1n
-    divisor = 10 ** -(shift + 9)
-    return _bounded(sign * -(-number // divisor), value)
+    places = shift + 9  # of the value in nanos
+    if places >= 0:
+        return number * int(10**places)
+    if len(digits) + binary_digits < -places - 1:
+        return 1  # well below one nano: the smallest quantity, 1n
+    return -(-number // int(10**-places))  # rounded up, as the API server does
 
 
 def _bounded(nanos: int, text: str) -> Decimal:

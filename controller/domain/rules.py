@@ -151,6 +151,7 @@ def attributes_problem(attributes: dict[str, str]) -> str | None:
 # --------------------------------------------------------------------------------------------
 # spec.runtime: what the pod would otherwise be refused for when the StatefulSet creates it
 
+
 def quantity_problem(value: int | str) -> str | None:
     """Why ``value`` is not a quantity (see :mod:`controller.domain.quantity`), or None."""
     return quantity.problem(value)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 from decimal import ROUND_CEILING, Decimal
 
@@ -13,8 +14,10 @@ from pydantic import ValidationError
 from controller.domain import quantity, rules
 from controller.domain.models import Runtime
 
-BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-DECIMAL = {
+BINARY = {
+    s: Decimal(2) ** (10 * (i + 1)) for i, s in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"))
+}
+DECIMAL: dict[str, Decimal] = {
     "n": Decimal("1e-9"),
     "u": Decimal("1e-6"),
     "m": Decimal("1e-3"),
@@ -132,20 +135,17 @@ def test_an_exponent_is_a_power_of_ten(number: int, exponent: int) -> None:
 
 @given(st.from_regex(re.compile(quantity.PATTERN), fullmatch=True))
 def test_whatever_the_crd_pattern_admits_parses_or_is_a_quantity_error(text: str) -> None:
-    try:
-        value = quantity.parse(text)
-    except quantity.QuantityError as error:
-        assert text[:20] in str(error) or "characters long" in str(error)
+    problem = quantity.problem(text)
+    if problem is None:
+        assert abs(quantity.parse(text)) <= quantity.MAX
     else:
-        assert abs(value) <= quantity.MAX
+        assert text[:20] in problem or "characters long" in problem
 
 
 @given(st.text(max_size=60) | st.integers() | st.floats() | st.none() | st.booleans())
 def test_nothing_but_a_quantity_error_escapes(value: object) -> None:
-    try:
+    with contextlib.suppress(quantity.QuantityError):
         quantity.parse(value)
-    except quantity.QuantityError:
-        pass
 
 
 @pytest.mark.parametrize("size", ["1Ei", "1E", "2Pi", 2**60, "1e18"])
