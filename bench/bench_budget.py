@@ -111,8 +111,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.resources} Resources of {body} bytes of spec each, {args.agents} agents selecting "
         f"all of them; created in {made:.1f} s, controller settled in {settled.settled_s:.1f} s"
     )
-    detail = f", {rss:.0f} MiB once settled, chart limit {CHART_LIMIT_MIB:g} MiB"
-    label = f"controller peak RSS, {args.resources} maximum-size Resources"
+    detail = f" (peak), {rss:.0f} MiB once settled, chart limit {CHART_LIMIT_MIB:g} MiB"
+    label = f"controller RSS, {args.resources} maximum-size Resources"
     print(ratio_line(label, hwm, "MiB", RSS_TARGET_MIB, detail))
     return 0
 
