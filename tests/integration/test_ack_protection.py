@@ -20,6 +20,12 @@ finalizers. Checked here:
 - a real pod-bound token (TokenRequest bound to a real pod) writes its own acknowledgement; once
   the pod is deleted the API server refuses that token, and a new pod of the same name writes
   with its own uid;
+- the pod claims cannot be had through a token either (the chart's second policy,
+  ``<fullname>-session-access``): an ``edit`` user's TokenRequest bound to the session pod is
+  refused (without the policy it is granted, and the token acknowledges), while a kubelet's
+  (``system:node:<node>`` in ``system:nodes``) is admitted and its token acknowledges; exec and
+  attach into the delivery sidecar, and ephemeral containers aimed at it or its token volume,
+  are refused, while the runtime's container and other pods stay reachable;
 - the per-agent Role's ``resourceNames`` narrow for real: the session's ServiceAccount reads and
   watches only its own ConfigMap (a list or watch needs ``fieldSelector=metadata.name=...``)
   and patches only its own Lease;
@@ -757,7 +763,11 @@ def test_edit_users_cannot_exec_attach_or_debug_into_the_delivery_sidecar(
     pod = f"{AGENT}-session-0"
     session_pod(cluster, ns, pod)
     session_pod(cluster, ns, "mine")
-    # edit has exec and attach; ephemeral containers are granted here for the third route.
+    # The built-in edit role grants exec and attach; ephemeral containers it does not, but
+    # roles of one's own may (granted here, for the third route).
+    for verb, what in (("create", "exec"), ("create", "attach"), ("patch", "ephemeralcontainers")):
+        out = kubectl_as(cluster, USER, ns, "auth", "can-i", verb, "pods", f"--subresource={what}")
+        assert out.stdout.strip() == ("no" if what == "ephemeralcontainers" else "yes"), out
     cluster.kubectl(
         "create", "role", "debugger", "--verb=patch,update",
         "--resource=pods/ephemeralcontainers", "-n", ns,
