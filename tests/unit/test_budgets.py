@@ -13,10 +13,12 @@ from pydantic import ValidationError
 
 from controller.domain import rules
 from controller.domain.messages import MAX_LISTED, message
-from controller.domain.models import ResourceSpec
+from controller.domain.models import LabelSelector, ResourceSpec
 from controller.domain.results import Candidate
+from controller.domain.status import binding_rows
 from controller.domain.status import fit as fitting
 from controller.domain.status.fit import STATUS_BUDGET, fit, size
+from tests.unit.domain_objects import agent, registry_of, resource, rtype, slot, tool
 
 
 def candidates(n: int, uri_length: int = 40) -> list[Candidate]:
@@ -52,6 +54,26 @@ def test_a_few_candidates_are_all_named() -> None:
     assert said.count("git://example/") == 3
     assert "more" not in said
     assert message("s", "p", "f", []) == "s: p. Candidates: none. Fix: f."
+
+
+def test_a_thousand_resources_and_twelve_optional_slots_make_a_status_that_fits() -> None:
+    """1,000 ordinary Resources selected by an agent whose Tool has 12 optional contextual slots:
+    every slot is ambiguous among all of them, and its binding row stays short."""
+    registry = registry_of(
+        rtype("git-checkout"),
+        *(
+            resource(f"a/r{i:04d}", "git-checkout", f"git://example.com/team/repo-{i:04d}")
+            for i in range(1000)
+        ),
+        tool("a/t", *(slot(f"s{k:02d}", "git-checkout", required=False) for k in range(12))),
+        agent("a/dev", tools=["t"], selector=LabelSelector()),
+    )
+    resolution = registry.resolve("a/dev")
+    assert len(resolution.slots) == 12
+    assert all(len(s.candidates) == 1000 for s in resolution.slots)
+    rows = binding_rows(resolution)
+    assert size({"bindings": rows}) < 64 * 1024
+    assert all("and 990 more" in r["message"] for r in rows)
 
 
 # ------------------------------------------------------------------------------- statuses
