@@ -16,6 +16,7 @@ The tree (the class of each leaf is in the module named)::
     │   ├── BindingsError           session/document.py   not a bindings document
     │   ├── ResolveError            session/resolver.py   a value that cannot fill a slot
     │   ├── SettingsError           runtime/settings.py   an environment variable a knob cannot take
+    │   ├── QuantityError           domain/quantity.py    not a quantity, or one too large
     │   └── _InputError, _UnpairedError  cli/authoring.py, authoring/yamlpos.py (private)
     ├── ApiServerError          the API server refused, did not answer, or holds what forbids
     │   │                       the write: classify by status and reason, never by message

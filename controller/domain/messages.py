@@ -11,15 +11,31 @@ from collections.abc import Iterable, Sequence
 from controller.domain.results import Candidate
 from controller.domain.types import TypeGraph
 
+MAX_LISTED = 10
+"""Candidates a message names one by one; the rest are counted (``and N more``), so a slot
+among a thousand Resources still has a short message."""
+
+MAX_SHOWN_URI = 256
+"""Characters of a candidate's URI a message shows (a URI may have 2048)."""
+
 
 def message(
     subject: str, problem: str, fix: str, candidates: Sequence[Candidate] | None = None
 ) -> str:
-    """``<subject>: <problem>. [Candidates: ... .] Fix: <fix>.`` (candidates only for slots)."""
+    """``<subject>: <problem>. [Candidates: ... .] Fix: <fix>.`` (candidates only for slots):
+    the first :data:`MAX_LISTED` candidates, then how many more there are."""
     if candidates is None:
         return f"{subject}: {problem}. Fix: {fix}."
-    considered = "; ".join(f"{c.uri!r}: {c.reason}" for c in candidates) or "none"
+    considered = (
+        "; ".join(f"{_short(c.uri)!r}: {c.reason}" for c in candidates[:MAX_LISTED]) or "none"
+    )
+    if len(candidates) > MAX_LISTED:
+        considered += f"; and {len(candidates) - MAX_LISTED} more"
     return f"{subject}: {problem}. Candidates: {considered}. Fix: {fix}."
+
+
+def _short(uri: str) -> str:
+    return uri if len(uri) <= MAX_SHOWN_URI else uri[:MAX_SHOWN_URI] + "..."
 
 
 def type_fix(types: TypeGraph, type_names: Iterable[str], otherwise: str) -> str:

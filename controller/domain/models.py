@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -33,10 +33,13 @@ WORK_ROLE = "work"
 """The binding name whose URI is held by at most one agent at a time."""
 
 
-def _rule(check: Callable[[str], str | None]) -> AfterValidator:
+_T = TypeVar("_T")
+
+
+def _rule(check: Callable[[_T], str | None]) -> AfterValidator:
     """A validator that applies one of ``rules``; its message is the rule's, verbatim."""
 
-    def validate(value: str) -> str:
+    def validate(value: _T) -> _T:
         if why := check(value):
             raise PydanticCustomError(RULE_ERROR, why)
         return value
@@ -65,8 +68,10 @@ Uri = Annotated[str, _rule(rules.uri_problem)]
 ParamValue = Annotated[str, _rule(rules.param_problem)]
 """A Resource name, namespace/name, uid or URI: printable ASCII, at most 2048 bytes."""
 
-Attributes = Annotated[dict[str, str], _keys(rules.attribute_key_problem)]
-"""Resource attributes: keys follow the label-key rule."""
+Attributes = Annotated[
+    dict[str, str], _keys(rules.attribute_key_problem), _rule(rules.attributes_problem)
+]
+"""Resource attributes: keys follow the label-key rule; 16 KiB of keys and values at most."""
 
 
 class WireModel(BaseModel):

@@ -15,6 +15,8 @@ import unicodedata
 from decimal import Decimal
 from urllib.parse import quote
 
+from controller.domain import quantity
+
 URI_MAX_BYTES = 2048
 """A URI, or a tool parameter, is at most this many bytes (ASCII only, so also characters)."""
 
@@ -130,54 +132,58 @@ def attribute_key_problem(key: str) -> str | None:
     return None
 
 
+ATTRIBUTES_MAX_BYTES = 16384
+"""A Resource's attribute keys and values together, in UTF-8 bytes (the CRD's CEL rule)."""
+
+
+def attributes_problem(attributes: dict[str, str]) -> str | None:
+    """Why ``attributes`` carry too much for one Resource, or None."""
+    total = sum(len(k.encode()) + len(v.encode()) for k, v in attributes.items())
+    if total > ATTRIBUTES_MAX_BYTES:
+        return (
+            f"attributes carry {total} bytes: attribute keys and values together must be at most "
+            f"{ATTRIBUTES_MAX_BYTES} bytes (UTF-8); keep large content elsewhere (a file or "
+            "object the URI points to) and reference it from the attributes"
+        )
+    return None
+
+
 # --------------------------------------------------------------------------------------------
 # spec.runtime: what the pod would otherwise be refused for when the StatefulSet creates it
 
-QUANTITY = re.compile(
-    r"[+-]?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
-    r"(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?"
-)
-
 
 def quantity_problem(value: int | str) -> str | None:
-    if isinstance(value, int) or QUANTITY.fullmatch(value):
-        return None
-    return (
-        f"quantity {shown(value)} is not valid: expected a number with an optional suffix, "
-        "e.g. 250m, 1, 512Mi or 2Gi"
-    )
-
-
-_SUFFIXES = {
-    **{s: Decimal(1024) ** (i + 1) for i, s in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"))},
-    **{s: Decimal(1000) ** (i + 1) for i, s in enumerate(("k", "M", "G", "T", "P", "E"))},
-    "m": Decimal("0.001"),
-    "u": Decimal("0.000001"),
-    "n": Decimal("0.000000001"),
-    "": Decimal(1),
-}
+    """Why ``value`` is not a quantity (see :mod:`controller.domain.quantity`), or None."""
+    return quantity.problem(value)
 
 
 def quantity_value(value: int | str) -> Decimal | None:
     """The number a quantity stands for (``2Gi`` is 2147483648), None when it is not one."""
-    if isinstance(value, int):
-        return Decimal(value)
-    quantity = QUANTITY.fullmatch(value)
-    if quantity is None:
+    try:
+        return quantity.parse(value)
+    except quantity.QuantityError:
         return None
-    number, suffix = value[: quantity.end(1)], value[quantity.end(1) :]
-    if suffix[:1] in ("e", "E"):
-        return Decimal(value)
-    return Decimal(number) * _SUFFIXES[suffix]
+
+
+STORAGE_MAX = "1Pi"
+"""The largest workspace a session may ask for (the CRD's bound on ``workspace.size``)."""
 
 
 def storage_size_problem(value: int | str) -> str | None:
-    """Why ``value`` cannot size a volume (a quantity above zero), or None."""
-    amount = quantity_value(value)
-    if amount is None or amount <= 0:
+    """Why ``value`` cannot size a volume (a quantity above zero, at most 1Pi), or None."""
+    try:
+        amount = quantity.parse(value)
+    except quantity.QuantityError as error:
+        return f"size: {error}; a workspace size is a storage quantity above zero, at most 1Pi"
+    if amount <= 0:
         return (
             f"size {shown(str(value))} is not valid: expected a storage quantity above zero, e.g. "
             "1Gi or 500Mi"
+        )
+    if amount > quantity.parse(STORAGE_MAX):
+        return (
+            f"size {shown(str(value))} is more than {STORAGE_MAX}, the largest workspace a "
+            "session may ask for; ask for less, e.g. 100Gi"
         )
     return None
 

@@ -20,6 +20,12 @@ finalizers. Checked here:
 - a real pod-bound token (TokenRequest bound to a real pod) writes its own acknowledgement; once
   the pod is deleted the API server refuses that token, and a new pod of the same name writes
   with its own uid;
+- the pod claims cannot be had through a token either (the chart's second policy,
+  ``<fullname>-session-access``): an ``edit`` user's TokenRequest bound to the session pod is
+  refused (without the policy it is granted, and the token acknowledges), while a kubelet's
+  (``system:node:<node>`` in ``system:nodes``) is admitted and its token acknowledges; exec and
+  attach into the delivery sidecar, and ephemeral containers aimed at it or its token volume,
+  are refused, while the runtime's container and other pods stay reachable;
 - the per-agent Role's ``resourceNames`` narrow for real: the session's ServiceAccount reads and
   watches only its own ConfigMap (a list or watch needs ``fieldSelector=metadata.name=...``)
   and patches only its own Lease;
@@ -56,6 +62,11 @@ ONLY_THE_SESSION = "written only by the agent's own session pod"
 ONLY_ITS_UID = "must record the uid of the pod that writes it"
 ONLY_ANNOTATIONS = "may write only the annotations and spec"
 ONLY_THE_CONTROLLER = "created and deleted only by the Bindery controller"
+ONLY_THE_KUBELET = "only the kubelet running the pod may request one"
+NOT_THE_SIDECAR = "exec and attach into it are refused"
+NOT_THROUGH_DEBUG = "may neither target the delivery sidecar"
+SIDECAR = "bindery-delivery"
+NODE = "node-a"
 MANAGED = {"app.kubernetes.io/managed-by": "bindery"}
 
 
@@ -261,10 +272,11 @@ def protected(cluster: Cluster, helm_bin: Path, namespace: str) -> Iterator[Setu
         and o["metadata"]["labels"]["app.kubernetes.io/component"] == "ack-protection"
     ]
     assert sorted(o["kind"] for o in policy) == [
-        "ValidatingAdmissionPolicy",
-        "ValidatingAdmissionPolicyBinding",
-    ]
-    assert {o["metadata"]["name"] for o in policy} == {f"{release}-bindery-session-acks"}
+        "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicyBinding",
+    ]  # fmt: skip
+    names = {f"{release}-bindery-session-acks", f"{release}-bindery-session-access"}
+    assert {o["metadata"]["name"] for o in policy} == names
     rbac = [
         o
         for o in objects
@@ -288,6 +300,16 @@ def protected(cluster: Cluster, helm_bin: Path, namespace: str) -> Iterator[Setu
 
     wait_for(enforced, timeout=30, interval=0.5, what="the acknowledgement policy to be enforced")
 
+    def tokens_guarded() -> bool:
+        probe = f"probe-{next(probes)}-session-0"
+        out = kubectl_as(
+            cluster, USER, namespace, "create", "token", "default", "--bound-object-kind=Pod",
+            f"--bound-object-name={probe}", f"--bound-object-uid={uuid.uuid4()}",
+        )  # fmt: skip
+        return out.returncode != 0 and ONLY_THE_KUBELET in out.stderr
+
+    wait_for(tokens_guarded, timeout=30, interval=0.5, what="the session access policy")
+
     def controller_allowed() -> bool:
         """An earlier test's policy, deleted, is still enforced for a moment (admission reads
         policies through an informer): wait until this controller may create one."""
@@ -303,7 +325,7 @@ def protected(cluster: Cluster, helm_bin: Path, namespace: str) -> Iterator[Setu
     finally:
         cluster.kubectl(
             "delete", "validatingadmissionpolicy,validatingadmissionpolicybinding",
-            f"{release}-bindery-session-acks", "--ignore-not-found", check=False,
+            *sorted(names), "--ignore-not-found", check=False,
         )  # fmt: skip
 
 
@@ -586,3 +608,216 @@ def test_the_controller_creates_the_per_agent_rbac_without_escalating(
     ):
         out = kubectl_as(cluster, protected.controller, ns, "delete", kind, name)
         assert out.returncode == 0, out.stderr
+
+
+# ------------------------------------------- the session's token: only the kubelet gets one
+
+
+def session_pod(cluster: Cluster, namespace: str, name: str) -> str:
+    """A pod shaped like a session (a delivery sidecar holding a projected token, the runtime's
+    container), never scheduled: admission is all that is asked of it. Its uid."""
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "serviceAccountName": f"{AGENT}-session",
+            "automountServiceAccountToken": False,
+            "schedulingGates": [{"name": "bindery.dev/test"}],
+            "initContainers": [
+                {
+                    "name": SIDECAR,
+                    "image": "registry.invalid/none:1",
+                    "restartPolicy": "Always",
+                    "volumeMounts": [{"name": "bindery-token", "mountPath": "/var/run/t"}],
+                }
+            ],
+            "containers": [{"name": "session", "image": "registry.invalid/none:1"}],
+            "volumes": [
+                {
+                    "name": "bindery-token",
+                    "projected": {
+                        "sources": [{"serviceAccountToken": {"path": "token"}}],
+                    },
+                }
+            ],
+        },
+    }
+    out = cluster.kubectl("create", "-n", namespace, "-f", "-", "-o", "json", input=json.dumps(pod))
+    uid: str = json.loads(out.stdout)["metadata"]["uid"]
+    return uid
+
+
+def impersonating(cluster: Cluster, user: str, group: str | None = None) -> Caller:
+    admin = admin_caller(cluster)
+    headers = {"Impersonate-User": user}
+    if group is not None:
+        headers["Impersonate-Group"] = group
+    return Caller(admin.server, admin.ca, admin.token, headers)
+
+
+def request_token(
+    caller: Caller, namespace: str, service_account: str, pod: str, uid: str
+) -> tuple[int, dict[str, Any]]:
+    """A TokenRequest bound to ``pod``, as the kubelet makes for a projected token."""
+    return caller.call(
+        "POST",
+        f"/api/v1/namespaces/{namespace}/serviceaccounts/{service_account}/token",
+        {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {
+                "expirationSeconds": 600,
+                "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": pod, "uid": uid},
+            },
+        },
+    )
+
+
+def test_edit_users_cannot_get_a_token_bound_to_a_session_pod(
+    cluster: Cluster, protected: Setup
+) -> None:
+    """The forged acknowledgement: `edit` may create tokens, and one bound to the running
+    session pod carries the pod claims the acknowledgement policy trusts."""
+    ns = protected.namespace
+    create_for_agent(cluster, protected, AGENT)
+    pod = f"{AGENT}-session-0"
+    uid = session_pod(cluster, ns, pod)
+    out = kubectl_as(
+        cluster, USER, ns, "create", "token", f"{AGENT}-session", "--bound-object-kind=Pod",
+        f"--bound-object-name={pod}", f"--bound-object-uid={uid}",
+    )  # fmt: skip
+    if out.returncode == 0:  # what the token would do: acknowledge for the session
+        forged = with_token(cluster, out.stdout.strip())
+        status, body = forged.patch_lease(ns, ack_lease_name(AGENT), acknowledgement(pod, uid))
+        pytest.fail(f"edit got the session's token; its acknowledgement got HTTP {status}")
+    assert ONLY_THE_KUBELET in out.stderr, out.stderr
+    assert f"pod {pod}" in out.stderr, out.stderr
+    status, body = request_token(impersonating(cluster, USER), ns, f"{AGENT}-session", pod, uid)
+    assert status == 403, body
+    assert ONLY_THE_KUBELET in body["message"], body
+    assert not lease_of(cluster, ns, AGENT)["metadata"].get("annotations")
+
+    # What edit may still do is harmless to acknowledgements: an unbound token for the same
+    # ServiceAccount carries no pod claims, and one bound to a pod of her own names that pod.
+    unbound = kubectl_as(cluster, USER, ns, "create", "token", f"{AGENT}-session")
+    assert unbound.returncode == 0, unbound.stderr
+    status, body = with_token(cluster, unbound.stdout.strip()).patch_lease(
+        ns, ack_lease_name(AGENT), acknowledgement(pod, uid)
+    )
+    assert status == 403, body
+    assert "carries no pod identity" in body["message"], body
+    mine_uid = session_pod(cluster, ns, "mine")
+    mine = kubectl_as(
+        cluster, USER, ns, "create", "token", f"{AGENT}-session", "--bound-object-kind=Pod",
+        "--bound-object-name=mine", f"--bound-object-uid={mine_uid}",
+    )  # fmt: skip
+    assert mine.returncode == 0, mine.stderr
+    status, body = with_token(cluster, mine.stdout.strip()).patch_lease(
+        ns, ack_lease_name(AGENT), acknowledgement("mine", mine_uid)
+    )
+    assert status == 403, body
+    assert "comes from pod mine" in body["message"], body
+
+
+def test_the_kubelet_gets_the_session_pods_token_and_acknowledges_with_it(
+    cluster: Cluster, protected: Setup
+) -> None:
+    """The kubelet requests the projected token through the same API (as system:node:<node> in
+    group system:nodes): admitted, and that token acknowledges. Whoever merely calls themselves
+    a node, without the group, is refused."""
+    ns = protected.namespace
+    create_for_agent(cluster, protected, AGENT)
+    pod = f"{AGENT}-session-0"
+    uid = session_pod(cluster, ns, pod)
+    # RBAC for the node here (the node lane's API server uses the Node authorizer instead).
+    cluster.kubectl(
+        "create", "role", "token-requester", "--verb=create",
+        "--resource=serviceaccounts/token", "-n", ns,
+    )  # fmt: skip
+    cluster.kubectl(
+        "create", "rolebinding", "token-requester", "--role=token-requester",
+        f"--user=system:node:{NODE}", "-n", ns,
+    )  # fmt: skip
+    kubelet = impersonating(cluster, f"system:node:{NODE}", "system:nodes")
+    status, body = request_token(kubelet, ns, f"{AGENT}-session", pod, uid)
+    assert status == 201, body
+    session = with_token(cluster, body["status"]["token"])
+    status, body = session.patch_lease(ns, ack_lease_name(AGENT), acknowledgement(pod, uid))
+    assert status == 200, body
+    assert lease_of(cluster, ns, AGENT)["metadata"]["annotations"][POD_UID] == uid
+
+    posing = impersonating(cluster, f"system:node:{NODE}", "system:authenticated")
+    status, body = request_token(posing, ns, f"{AGENT}-session", pod, uid)
+    assert status == 403, body
+    assert ONLY_THE_KUBELET in body["message"], body
+
+
+def test_edit_users_cannot_exec_attach_or_debug_into_the_delivery_sidecar(
+    cluster: Cluster, protected: Setup
+) -> None:
+    """The sidecar holds the pod-bound token: exec, attach and an ephemeral container aimed at
+    it (or mounting its token) are refused; the runtime's own container stays reachable."""
+    ns = protected.namespace
+    create_for_agent(cluster, protected, AGENT)
+    pod = f"{AGENT}-session-0"
+    session_pod(cluster, ns, pod)
+    session_pod(cluster, ns, "mine")
+    # The built-in edit role grants exec and attach; ephemeral containers it does not, but
+    # roles of one's own may (granted here, for the third route).
+    for verb, what in (("create", "exec"), ("create", "attach"), ("patch", "ephemeralcontainers")):
+        out = kubectl_as(cluster, USER, ns, "auth", "can-i", verb, "pods", f"--subresource={what}")
+        assert out.stdout.strip() == ("no" if what == "ephemeralcontainers" else "yes"), out
+    cluster.kubectl(
+        "create", "role", "debugger", "--verb=patch,update",
+        "--resource=pods/ephemeralcontainers", "-n", ns,
+    )  # fmt: skip
+    cluster.kubectl(
+        "create", "rolebinding", "debugger", "--role=debugger", f"--user={USER}", "-n", ns
+    )
+    mallory = impersonating(cluster, USER)
+    pods = f"/api/v1/namespaces/{ns}/pods"
+
+    def connect(name: str, what: str, container: str) -> tuple[int, dict[str, Any]]:
+        query = {"container": container, "stdout": "true"}
+        if what == "exec":
+            query["command"] = "true"
+        return mallory.call("POST", f"{pods}/{name}/{what}", query=query)
+
+    for what in ("exec", "attach"):
+        status, body = connect(pod, what, SIDECAR)
+        assert status == 403, (what, body)
+        assert NOT_THE_SIDECAR in body["message"], (what, body)
+        assert f"pod {pod}" in body["message"], body
+        # The runtime's container, and any other pod's sidecar: past admission (no node runs
+        # these pods, so the connection itself then fails).
+        for name, container in ((pod, "session"), ("mine", SIDECAR)):
+            status, body = connect(name, what, container)
+            assert status != 403, (what, name, container, body)
+            assert NOT_THE_SIDECAR not in str(body), body
+
+    def debug(name: str, container: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        return mallory.call(
+            "PATCH",
+            f"{pods}/{name}/ephemeralcontainers",
+            {"spec": {"ephemeralContainers": [{"image": "busybox", **container}]}},
+            content_type="application/strategic-merge-patch+json",
+        )
+
+    mount = [{"name": "bindery-token", "mountPath": "/t"}]
+    for aimed in (
+        {"name": "d1", "targetContainerName": SIDECAR},
+        {"name": "d2", "volumeMounts": mount},
+    ):
+        status, body = debug(pod, aimed)
+        assert status == 403, (aimed, body)
+        assert NOT_THROUGH_DEBUG in body["message"], body
+    status, body = debug(pod, {"name": "d3", "targetContainerName": "session"})
+    assert status == 200, body
+    status, body = debug("mine", {"name": "d4", "targetContainerName": SIDECAR})
+    assert status == 200, body
+    # The controller and cluster administrators are not limited.
+    status, body = admin_caller(cluster).call(
+        "POST", f"{pods}/{pod}/exec", query={"container": SIDECAR, "command": "true"}
+    )
+    assert status != 403, body

@@ -273,8 +273,10 @@ def test_default_rendering_is_one_standalone_restricted_controller(helm_bin: Pat
     assert kinds == [
         "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRole",
         "ClusterRoleBinding", "ClusterRoleBinding", "Deployment", "Service", "ServiceAccount",
-        "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicy",  # work holds, acks
+        # work holds, acks, session access
+        "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicy",
         "ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicyBinding",
+        "ValidatingAdmissionPolicyBinding",
     ]  # fmt: skip
     assert len(controller_cluster_roles(objects)) == 1  # the others: for people and sessions
     assert container_args(objects) == [

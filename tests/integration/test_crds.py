@@ -245,6 +245,8 @@ TOO_MANY = "Too many:"
 DUPLICATE = "Duplicate value"
 UNSUPPORTED = "Unsupported value"
 BAD_SCHEME = "must be a lowercase URI scheme name"
+WORKSPACE_TOO_LARGE = "must be at most 1Pi, the largest workspace a session may ask for"
+ATTRIBUTES_TOO_LARGE = "attribute keys and values together must be at most 16384 bytes"
 
 LONG_URI = "https://example.com/" + "a" * (URI_LIMIT - len("https://example.com/") + 1)
 # 2,048 characters (so within maxLength, which counts characters) but 8,168 bytes.
@@ -594,6 +596,19 @@ INVALID: list[Case] = [
          "spec.runtime.imagePullSecrets[1]", DUPLICATE),
     Case("agent-runtime-pull-secret-name-invalid", _runtime(imagePullSecrets=[{"name": "A_B"}]),
          "spec.runtime.imagePullSecrets[0].name", "must be a Secret name"),
+    *(Case(f"agent-workspace-size-{size}", _runtime(workspace={"size": size}),
+           "spec.runtime.workspace.size", WORKSPACE_TOO_LARGE)
+      for size in ("1Ei", "1E", "2Pi", "1e18", "1025Ti", 2**50 + 1)),
+    Case("agent-workspace-size-fractional-exponent", _runtime(workspace={"size": "1e1.5"}),
+         "spec.runtime.workspace.size", "must be a storage quantity above zero"),
+    Case("agent-workspace-size-zero", _runtime(workspace={"size": "0"}),
+         "spec.runtime.workspace.size", "must be a storage quantity above zero"),
+    Case("resource-attributes-too-large",
+         _resource(attributes={f"k{i:02d}": "v" * 253 + "v" * (i == 0) for i in range(64)}),
+         "spec.attributes", ATTRIBUTES_TOO_LARGE),
+    Case("resource-attributes-too-large-in-bytes",
+         _resource(attributes={f"k{i}": "\N{GRINNING FACE}" * 1024 for i in range(4)}),
+         "spec.attributes", ATTRIBUTES_TOO_LARGE),
 ]
 # fmt: on
 
@@ -638,7 +653,12 @@ BOUNDARY: list[tuple[str, dict[str, Any]]] = [
     ("static-with-namespace", _tool(_slot(binding="static", staticResource="ns-1/res.v1"))),
     ("bindings-at-limit", _agent(resources=[_binding(name=f"b{i}") for i in range(32)])),
     ("binding-uri-at-limit", _agent(resources=[_binding(uri=LONG_URI[:URI_LIMIT])])),
-    ("attributes-at-limit", _resource(attributes={f"k{i}": "v" * 4096 for i in range(64)})),
+    ("attributes-at-limit", _resource(attributes={f"k{i:02d}": "v" * 253 for i in range(64)})),
+    ("attribute-value-at-limit", _resource(attributes={"k": "v" * 4096})),
+    ("workspace-size-at-limit", _runtime(workspace={"size": "1Pi"})),
+    ("workspace-size-int-at-limit", _runtime(workspace={"size": 2**50})),
+    ("workspace-size-exponent", _runtime(workspace={"size": "1e12"})),
+    ("workspace-size-milli", _runtime(workspace={"size": "1500m"})),
     (
         "attribute-keys",
         _resource(
