@@ -109,7 +109,7 @@ class Intake:
             affected = self._owned(endpoint, body, deleted, by)
         return affected
 
-    # ------------------------------------------------------------------ the four kinds
+    # ------------------------------------------------------------------ the five kinds
 
     def _bindery(
         self, kind: Kind, endpoint: api.Endpoint, body: Body, deleted: bool, by: Request | None
