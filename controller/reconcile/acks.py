@@ -95,7 +95,7 @@ class Acknowledgements:
         if drift:
             await self.writer.patch_at(pass_, endpoint, found, drift)
 
-    def view(
+    def delivery_view(
         self,
         agent: AgentObject,
         digest: str,

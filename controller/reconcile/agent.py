@@ -77,8 +77,8 @@ class Released:
 class Converged:
     """What steps 1 to 6 came to."""
 
-    work: WorkPlan
-    """The work step as it went."""
+    holding: WorkPlan
+    """The hold step (1, 2, 4, 5) as it went."""
     session: SessionOutcome
     delivered: bool
     """Whether the bindings document was written."""
@@ -218,12 +218,12 @@ class AgentReconciler:
         """Steps 7 and 8: status rebuilt whole, and the events of its transitions; whether
         status was written."""
         old, now = pass_.old, pass_.now.rfc3339
-        work = converged.work
+        holding = converged.holding
         new = status.agent_status(
             generation=_generation(pass_),
             resolution=resolution,
-            work=work,
-            waiting_since=status.waiting_since(old, work, now),
+            work=holding,
+            waiting_since=status.waiting_since(old, holding, now),
             config_map=names.bindings_config_map_name(agent.meta.name),
             session=converged.session.view,
             old=old,
@@ -235,7 +235,7 @@ class AgentReconciler:
         if changed:  # 8. events
             for note in status.agent_events(old, new, converged.session.launched):
                 self.events.record(latest, note, pass_.now)
-            self.holds.waited_on(agent, work)
+            self.holds.waited_on(agent, holding)
         key = pass_.request.ref.key
         self.gauges.count(key, new.get("state"), status.binding_counts(resolution))
         return changed
@@ -244,28 +244,28 @@ class AgentReconciler:
         self, pass_: Pass, agent: AgentObject, resolution: AgentResolution
     ) -> Converged:
         """Steps 1 to 6."""
-        work = await self.holds.plan(agent, resolution, pass_.old)
-        if work.uri or self.holds.of(agent):  # 1. finalizer
+        holding = await self.holds.plan(agent, resolution, pass_.old)
+        if holding.uri or self.holds.of(agent):  # 1. finalizer
             await self.holds.ensure_finalizer(pass_, pass_.body, present=True)
-        acquired = await self.holds.acquire(pass_, agent, work)  # 2. acquire
-        work = acquired.plan
-        fence = self.holds.held(agent, work.uri) if work.deliver else None
+        acquired = await self.holds.acquire(pass_, agent, holding)  # 2. acquire
+        holding = acquired.plan
+        fence = self.holds.held(agent, holding.uri) if holding.deliver else None
         rendered = delivery.render(  # 3. deliver
-            delivery.bindings_document(agent, resolution, deliver_work=work.deliver, fence=fence)
+            delivery.bindings_document(agent, resolution, deliver_work=holding.deliver, fence=fence)
         )
         delivered = await self.bindings.deliver(pass_, agent, rendered)
         released = await self._release(  # 4. release
-            pass_, agent=agent, work=work, rendered=rendered, delivered=delivered
+            pass_, agent=agent, holding=holding, rendered=rendered, delivered=delivered
         )
-        if not work.uri and not self.holds.of(agent):  # 5. drop finalizer
+        if not holding.uri and not self.holds.of(agent):  # 5. drop finalizer
             await self.holds.ensure_finalizer(pass_, self._latest(pass_), present=False)
-        idle = not work.uri and not self.holds.of(agent)
+        idle = not holding.uri and not self.holds.of(agent)
         session = await self.sessions.converge(  # 6. session
-            pass_, agent, idle=idle, held=work.deliver
+            pass_, agent, idle=idle, held=holding.deliver
         )
         requeue = earliest(acquired.requeue_after, released.requeue_after)
         return Converged(
-            work=work,
+            holding=holding,
             session=session,
             delivered=delivered,
             delivery=released.delivery,
@@ -277,7 +277,7 @@ class AgentReconciler:
         pass_: Pass,
         *,
         agent: AgentObject,
-        work: WorkPlan,
+        holding: WorkPlan,
         rendered: str,
         delivered: bool,
     ) -> Released:
@@ -290,19 +290,21 @@ class AgentReconciler:
         if delivered or before.get("digest") != digest:
             written_at = now
         since = ack.seconds_since(written_at, pass_.now.wall)
-        releasing = tuple(h.uri for h in work.release)
-        view = self.acks.view(agent, digest, written_at, since_write=since, releasing=releasing)
+        releasing = tuple(h.uri for h in holding.release)
+        standing = self.acks.delivery_view(
+            agent, digest, written_at, since_write=since, releasing=releasing
+        )
         requeue = None
-        if view.pending and not view.overdue:  # Stalled if it stays silent
+        if standing.pending and not standing.overdue:  # Stalled if it stays silent
             requeue = self.acks.timeout - since + 0.1
-        if not work.release:
-            return Released(view, requeue)
-        releasable = self.acks.releasable(view, since)
+        if not holding.release:
+            return Released(standing, requeue)
+        releasable = self.acks.releasable(standing, since)
         if not releasable.now:
-            if view.confirmation is ack.Confirmation.UNVERIFIABLE:
+            if standing.confirmation is ack.Confirmation.UNVERIFIABLE:
                 requeue = earliest(requeue, self.acks.grace - since + 0.1)
-            return Released(view, requeue)
-        for hold in work.release:  # only now that the session no longer works on it
+            return Released(standing, requeue)
+        for hold in holding.release:  # only now that the session no longer works on it
             await self.holds.release(pass_, hold)
             if releasable.by_grace:
                 self.events.record(
@@ -310,7 +312,7 @@ class AgentReconciler:
                     _released_unacknowledged(hold.uri, self.acks.grace),
                     pass_.now,
                 )
-        return Released(replace(view, releasing=()), requeue)
+        return Released(replace(standing, releasing=()), requeue)
 
     async def _finalize(self, pass_: Pass) -> float | None:
         """Deleting an agent: withdraw its work from the session, release holds, let it go;

@@ -222,7 +222,7 @@ class Sessions:
             )
             health, running = report.health, report.running
             requeue = earliest(report.recheck, idling.decision.due_in)
-        view = status.SessionView(
+        session_view = status.SessionView(
             plan=plan,
             observed_generation=running,
             launched_hash=plan.launched_hash,
@@ -232,7 +232,7 @@ class Sessions:
             suspend_after=idling.policy,
             workspace=workspace,
         )
-        return SessionOutcome(view, action, requeue)
+        return SessionOutcome(session_view, action, requeue)
 
     async def _scale(
         self, pass_: Pass, agent: AgentObject, current: dict[str, Any], *, suspend: bool

@@ -37,8 +37,10 @@ async def test_a_hold_is_released_only_once_the_session_has_let_go(clock: Virtua
     assert fake.writes == [("patch", "configmaps", "a-bindings"), ("status", "agentspecs", "a")]
     assert ("leases", NS, LEASE) in fake.objects  # not released yet
     assert result is not None
-    assert result.requeue_after == pytest.approx(c.acks.grace, abs=1.0)
-    await clock.advance(result.requeue_after - 1.0)  # not yet over: still held
+    grace = result.requeue_after
+    assert grace is not None
+    assert grace == pytest.approx(c.acks.grace, abs=1.0)
+    await clock.advance(grace - 1.0)  # not yet over: still held
     c.queue.drain()
     await run(c, "a")
     assert ("leases", NS, LEASE) in fake.objects
