@@ -20,10 +20,32 @@ configured location, else the oldest, keeps it; the others withdraw the URI, rel
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
+
+from controller.domain.names import hold_name
+
+__all__ = [
+    "HOLDER_UID_ANNOTATION",
+    "HOLD_FINALIZER",
+    "URI_ANNOTATION",
+    "Claim",
+    "Hold",
+    "WorkPlan",
+    "WorkScope",
+    "WorkState",
+    "hold_location",
+    "hold_name",
+    "in_scope",
+    "plan_work",
+]
+
+HOLD_FINALIZER = "bindery.dev/hold"
+"""Keeps a hold Lease until its holder releases it (after withdrawing the URI)."""
+URI_ANNOTATION = "bindery.dev/uri"
+HOLDER_UID_ANNOTATION = "bindery.dev/holder-uid"
 
 
 class WorkScope(StrEnum):
@@ -44,11 +66,6 @@ def in_scope(scope: WorkScope, agent_namespace: str, hold: Hold) -> bool:
     return scope is WorkScope.CLUSTER or hold.holder.rpartition("/")[0] == agent_namespace
 
 
-def hold_name(uri: str) -> str:
-    """The deterministic object name of the hold for ``uri`` (URIs are compared byte for byte)."""
-    return "bindery-work-" + hashlib.sha256(uri.encode()).hexdigest()[:40]
-
-
 @dataclass(frozen=True)
 class Hold:
     """An observed hold object."""
@@ -67,6 +84,51 @@ class Hold:
     deleting: bool = False
     """Someone asked the API server to delete it (a namespace going away, an administrator):
     its holder withdraws the URI and lets it go."""
+
+    @classmethod
+    def from_lease(cls, body: dict[str, Any] | None) -> Hold | None:
+        """The hold a Lease body records, or None if it records none (no URI or no holder)."""
+        if not body:
+            return None
+        md = body.get("metadata") or {}
+        ann = md.get("annotations") or {}
+        uri = ann.get(URI_ANNOTATION)
+        holder = (body.get("spec") or {}).get("holderIdentity")
+        if not uri or not holder:
+            return None
+        return cls(
+            uri=uri,
+            holder=holder,
+            holder_uid=ann.get(HOLDER_UID_ANNOTATION, ""),
+            name=md.get("name", ""),
+            resource_version=str(md.get("resourceVersion", "")),
+            uid=md.get("uid", ""),
+            namespace=md.get("namespace", ""),
+            created=str(md.get("creationTimestamp", "")),
+            deleting=bool(md.get("deletionTimestamp")),
+        )
+
+    def to_lease(self, labels: dict[str, str] | None = None) -> dict[str, Any]:
+        """The Lease recording this hold: to create (a new hold has no uid or version yet, its
+        name derives from its URI, and it lives in its holder's namespace unless placed), or
+        to guard a release of exactly this one (its uid and version)."""
+        md: dict[str, Any] = {
+            "name": self.name or hold_name(self.uri),
+            "namespace": self.namespace or self.holder.rpartition("/")[0],
+        }
+        if self.uid:  # an observed hold
+            md["uid"] = self.uid
+            md["resourceVersion"] = self.resource_version
+        if labels:
+            md["labels"] = dict(labels)
+        md["annotations"] = {URI_ANNOTATION: self.uri, HOLDER_UID_ANNOTATION: self.holder_uid}
+        md["finalizers"] = [HOLD_FINALIZER]
+        return {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": md,
+            "spec": {"holderIdentity": self.holder},
+        }
 
 
 @dataclass(frozen=True)

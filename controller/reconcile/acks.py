@@ -11,14 +11,25 @@ The Lease is created last, so its presence in the view says all four are in plac
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from controller.domain import acknowledgement as ack
+from controller.domain import names
 from controller.domain.models import AgentObject, Runtime
-from controller.domain.refs import Request
 from controller.k8s import api, builders
+from controller.reconcile.passes import Pass
 from controller.reconcile.store import Store
 from controller.reconcile.writer import Writer
+
+
+@dataclass(frozen=True)
+class Releasable:
+    """Whether holds withdrawn from the document may be released in this pass."""
+
+    now: bool
+    by_grace: bool = False
+    """Only because the grace period passed (a session that cannot acknowledge: unverified)."""
 
 
 class Acknowledgements:
@@ -44,47 +55,47 @@ class Acknowledgements:
         """Seconds after which a session that can acknowledge and has not is Stalled."""
 
     def _lease(self, agent: AgentObject) -> dict[str, Any] | None:
-        name = ack.ack_lease_name(agent.meta.name)
-        return self.store.get(api.LEASES, f"{agent.meta.namespace}/{name}")
+        lease = names.ack_lease_name(agent.meta.name)
+        return self.store.get(api.LEASES, names.key(agent.meta.namespace, lease))
 
     async def ensure(
-        self, by: Request, agent: AgentObject, runtime: Runtime, *, launching: bool
+        self, pass_: Pass, agent: AgentObject, runtime: Runtime, *, launching: bool
     ) -> None:
         """The agent's delivery objects; at a launch every one, else only when one is missing."""
         if self.delivery is None or (not launching and self._lease(agent) is not None):
             return
         account = runtime.service_account_name or self.service_account
         if not account:
-            account = builders.session_service_account_name(agent.meta.name)
+            account = names.session_service_account_name(agent.meta.name)
             await self._apply(
-                by, agent, api.SERVICE_ACCOUNTS, builders.session_service_account(agent)
+                pass_, agent, api.SERVICE_ACCOUNTS, builders.session_service_account(agent)
             )
-        await self._apply(by, agent, api.ROLES, builders.session_role(agent))
+        await self._apply(pass_, agent, api.ROLES, builders.session_role(agent))
         binding = builders.session_role_binding(agent, account)
-        await self._apply(by, agent, api.ROLE_BINDINGS, binding)
+        await self._apply(pass_, agent, api.ROLE_BINDINGS, binding)
         if self._lease(agent) is None:
             found, _ = await self.writer.create(
-                by, api.LEASES, builders.acknowledgement_lease(agent)
+                pass_, api.LEASES, builders.acknowledgement_lease(agent)
             )
-            await self.writer.own(by, api.LEASES, found, agent, "Lease")
+            await self.writer.own(pass_, api.LEASES, found, agent, "Lease")
 
     async def _apply(
-        self, by: Request, agent: AgentObject, endpoint: api.Endpoint, desired: dict[str, Any]
+        self, pass_: Pass, agent: AgentObject, endpoint: api.Endpoint, desired: dict[str, Any]
     ) -> None:
         """Create ``desired``, or own what is there and bring its rules or subjects to it."""
-        found, created = await self.writer.create(by, endpoint, desired)
+        found, created = await self.writer.create(pass_, endpoint, desired)
         if created:
             return
-        found = await self.writer.own(by, endpoint, found, agent, str(desired["kind"]))
+        found = await self.writer.own(pass_, endpoint, found, agent, str(desired["kind"]))
         drift: dict[str, Any] = {
             k: desired[k]
             for k in ("rules", "subjects")
             if k in desired and found.get(k) != desired[k]
         }
         if drift:
-            await self.writer.patch_at(by, endpoint, found, drift)
+            await self.writer.patch_at(pass_, endpoint, found, drift)
 
-    def view(
+    def delivery_view(
         self,
         agent: AgentObject,
         digest: str,
@@ -99,8 +110,7 @@ class Acknowledgements:
             return ack.DeliveryView(
                 digest, written_at, ack.Confirmation.CONFIRMED, releasing=releasing
             )
-        name = f"{agent.meta.namespace}/{builders.session_name(agent.meta.name)}-0"
-        pod = self.store.get(api.PODS, name)
+        pod = self.store.get(api.PODS, names.session_pod_key(agent.meta.namespace, agent.meta.name))
         session = None
         if pod is not None and not builders.session_pod_of(pod, agent.meta.name):
             pod = None  # a pod by that name that the session's StatefulSet did not make
@@ -132,11 +142,10 @@ class Acknowledgements:
             releasing=releasing,
         )
 
-    def releasable(self, view: ack.DeliveryView, since_write: float) -> tuple[bool, bool]:
-        """Whether holds withdrawn from the document may go now, and whether only by grace
-        (a session that cannot acknowledge, unverified)."""
+    def releasable(self, view: ack.DeliveryView, since_write: float) -> Releasable:
+        """Whether holds withdrawn from the document may go now (see :class:`Releasable`)."""
         if view.confirmation is ack.Confirmation.CONFIRMED:
-            return True, False
+            return Releasable(now=True)
         if view.confirmation is ack.Confirmation.UNVERIFIABLE and since_write >= self.grace:
-            return True, self.grace > 0
-        return False, False
+            return Releasable(now=True, by_grace=self.grace > 0)
+        return Releasable(now=False)

@@ -32,20 +32,19 @@ finalizer.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
-from datetime import UTC, datetime
+from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
 
 from controller.domain import acknowledgement as ack
-from controller.domain import delivery, status
+from controller.domain import delivery, names, status
 from controller.domain.models import AgentObject
 from controller.domain.refs import Request
 from controller.domain.registry import Registry
 from controller.domain.results import AgentResolution
 from controller.domain.work import WorkPlan
-from controller.k8s import api, builders
+from controller.k8s import api
 from controller.k8s.api import ApiError
 from controller.reconcile import metrics
 from controller.reconcile.acks import Acknowledgements
@@ -53,6 +52,7 @@ from controller.reconcile.delivery import BindingsDelivery
 from controller.reconcile.events import EventRecorder
 from controller.reconcile.holds import FINALIZER, WorkHolds
 from controller.reconcile.kinds import write_status
+from controller.reconcile.passes import Pass
 from controller.reconcile.result import CHANGED, UNCHANGED, Result, earliest
 from controller.reconcile.sessions import SessionOutcome, Sessions
 from controller.reconcile.store import Store
@@ -61,6 +61,31 @@ from controller.reconcile.writer import ForeignObjectError, StaleWriteError, Wri
 log = structlog.get_logger("bindery.agent")
 
 Body = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Released:
+    """What the release step (4) came to."""
+
+    delivery: ack.DeliveryView
+    """Where the session stands with the document (the holds still being released)."""
+    requeue_after: float | None = None
+    """When to look again: the acknowledgement timeout, or the release grace."""
+
+
+@dataclass(frozen=True)
+class Converged:
+    """What steps 1 to 6 came to."""
+
+    holding: WorkPlan
+    """The hold step (1, 2, 4, 5) as it went."""
+    session: SessionOutcome
+    delivered: bool
+    """Whether the bindings document was written."""
+    delivery: ack.DeliveryView
+    """Where the session stands with the document."""
+    requeue_after: float | None = None
+    """When to look again (the earliest any step asked for)."""
 
 
 class AgentGauges:
@@ -121,43 +146,31 @@ class AgentReconciler:
         self.namespace_terminating: Callable[[str], None] = lambda namespace: None
         """Called when the API server says a namespace is being deleted."""
 
-    def _latest(self, request: Request, body: Body) -> Body:
-        return self.store.get(api.AGENTS, request.ref.key) or body
+    def _latest(self, pass_: Pass) -> Body:
+        """The agent as the view holds it now (this pass's own writes included)."""
+        return self.store.get(api.AGENTS, pass_.request.ref.key) or pass_.body
 
-    async def reconcile(self, request: Request, body: Body) -> Result:
+    async def reconcile(self, pass_: Pass) -> Result:
+        request = pass_.request
         if request in self.suspects:  # something it owns was deleted: is the agent itself gone?
             self.suspects.discard(request)
-            if not await self.writer.confirm(request, api.AGENTS, body):
+            if not await self.writer.confirm(pass_, api.AGENTS, pass_.body):
                 return UNCHANGED
-            body = self._latest(request, body)
-        md = body["metadata"]
-        gen = int(md.get("generation", 0))
-        old = body.get("status") or {}
-        if md.get("deletionTimestamp"):
-            return CHANGED.requeue(await self._finalize(request, body))
+            pass_ = pass_.seeing(self._latest(pass_))
+        if pass_.body["metadata"].get("deletionTimestamp"):
+            return CHANGED.requeue(await self._finalize(pass_))
         error = self.parse_errors.get(request)
         agent = self.registry.agent(request.ref.key)
         if error or agent is None:
             new = status.invalid_status(
-                gen, error or "not parsed", old, status.now_rfc3339(), state=True
+                _generation(pass_), error or "not parsed", pass_.old, pass_.now.rfc3339, state=True
             )
-            return Result(changed=await write_status(self.writer, request, body, new))
-
+            return Result(changed=await write_status(self.writer, pass_, pass_.body, new))
         resolution = self.registry.resolve(request.ref.key)
         try:
-            work, session, delivered, view, requeue = await self._converge(
-                request, body, agent, resolution, old
-            )
+            converged = await self._converge(pass_, agent, resolution)
         except ForeignObjectError as exc:
-            new = status.blocked_status(
-                gen,
-                old,
-                status.now_rfc3339(),
-                reason="ForeignObject",
-                message=f"agent {request.ref.key}: {exc}",
-                stalled=not exc.transient,
-            )
-            await write_status(self.writer, request, self._latest(request, body), new)
+            await self._stalled_by_foreign_object(pass_, exc)
             raise
         except ApiError as exc:
             if exc.namespace_terminating:
@@ -166,141 +179,182 @@ class AgentReconciler:
                 self.namespace_terminating(request.ref.namespace)
             if not exc.refused:
                 raise
-            # Retrying the same request cannot succeed: say so in status, then keep retrying
-            # with backoff (a quota or a webhook may still change its mind).
-            new = status.rejected_status(
-                gen,
-                old,
-                status.now_rfc3339(),
-                what=f"{exc.method} {exc.path}",
-                error=f"HTTP {exc.status} {exc.reason}: {exc.message}",
-            )
-            await write_status(self.writer, request, self._latest(request, body), new)
+            await self._rejected(pass_, exc)
             raise
+        changed = await self._report(pass_, agent, resolution, converged)
+        return Result(changed or converged.delivered, converged.requeue_after)
 
-        now = status.now_rfc3339()  # 7. status
-        new = status.agent_status(
-            generation=gen,
-            resolution=resolution,
-            work=work,
-            waiting_since=status.waiting_since(old, work, now),
-            config_map=builders.bindings_config_map_name(agent.meta.name),
-            session=session.view,
-            old=old,
-            now=now,
-            delivery=view,
+    async def _stalled_by_foreign_object(self, pass_: Pass, exc: ForeignObjectError) -> None:
+        """Say in status that an object the agent needs belongs to someone else."""
+        new = status.blocked_status(
+            _generation(pass_),
+            pass_.old,
+            pass_.now.rfc3339,
+            reason="ForeignObject",
+            message=f"agent {pass_.request.ref.key}: {exc}",
+            stalled=not exc.transient,
         )
-        latest = self._latest(request, body)
-        changed = await write_status(self.writer, request, latest, new)
-        if changed:  # 8. events
-            for note in status.agent_events(old, new, session.launched):
-                self.events.record(latest, note)
-            self.holds.waited_on(agent, work)
-        self.gauges.count(request.ref.key, new.get("state"), status.binding_counts(resolution))
-        return Result(changed or delivered, requeue)
+        await write_status(self.writer, pass_, self._latest(pass_), new)
 
-    async def _converge(
+    async def _rejected(self, pass_: Pass, exc: ApiError) -> None:
+        """Retrying the same request cannot succeed: say so in status (the worker keeps
+        retrying with backoff: a quota or a webhook may still change its mind)."""
+        new = status.rejected_status(
+            _generation(pass_),
+            pass_.old,
+            pass_.now.rfc3339,
+            what=f"{exc.method} {exc.path}",
+            error=f"HTTP {exc.status} {exc.reason}: {exc.message}",
+        )
+        await write_status(self.writer, pass_, self._latest(pass_), new)
+
+    async def _report(
         self,
-        request: Request,
-        body: Body,
+        pass_: Pass,
         agent: AgentObject,
         resolution: AgentResolution,
-        old: Body,
-    ) -> tuple[WorkPlan, SessionOutcome, bool, ack.DeliveryView, float | None]:
-        """Steps 1 to 6; what the work step came to, the session outcome, whether delivered,
-        where the session stands with the document, and when to look again."""
-        work = await self.holds.plan(agent, resolution, old)
-        if work.uri or self.holds.of(agent):  # 1. finalizer
-            await self.holds.ensure_finalizer(request, body, present=True)
-        work = await self.holds.acquire(request, agent, work)  # 2. acquire
-        fence = self.holds.held(agent, work.uri) if work.deliver else None
+        converged: Converged,
+    ) -> bool:
+        """Steps 7 and 8: status rebuilt whole, and the events of its transitions; whether
+        status was written."""
+        old, now = pass_.old, pass_.now.rfc3339
+        holding = converged.holding
+        new = status.agent_status(
+            generation=_generation(pass_),
+            resolution=resolution,
+            work=holding,
+            waiting_since=status.waiting_since(old, holding, now),
+            config_map=names.bindings_config_map_name(agent.meta.name),
+            session=converged.session.view,
+            old=old,
+            now=now,
+            delivery=converged.delivery,
+        )
+        latest = self._latest(pass_)
+        changed = await write_status(self.writer, pass_, latest, new)
+        if changed:  # 8. events
+            for note in status.agent_events(old, new, converged.session.launched):
+                self.events.record(latest, note, pass_.now)
+            self.holds.waited_on(agent, holding)
+        key = pass_.request.ref.key
+        self.gauges.count(key, new.get("state"), status.binding_counts(resolution))
+        return changed
+
+    async def _converge(
+        self, pass_: Pass, agent: AgentObject, resolution: AgentResolution
+    ) -> Converged:
+        """Steps 1 to 6."""
+        holding = await self.holds.plan(agent, resolution, pass_.old)
+        if holding.uri or self.holds.of(agent):  # 1. finalizer
+            await self.holds.ensure_finalizer(pass_, pass_.body, present=True)
+        acquired = await self.holds.acquire(pass_, agent, holding)  # 2. acquire
+        holding = acquired.plan
+        fence = self.holds.held(agent, holding.uri) if holding.deliver else None
         rendered = delivery.render(  # 3. deliver
-            delivery.bindings_document(agent, resolution, deliver_work=work.deliver, fence=fence)
+            delivery.bindings_document(agent, resolution, deliver_work=holding.deliver, fence=fence)
         )
-        delivered = await self.bindings.deliver(request, agent, rendered)
-        view, requeue = await self._release(  # 4. release
-            request, body, agent=agent, work=work, rendered=rendered, delivered=delivered
+        delivered = await self.bindings.deliver(pass_, agent, rendered)
+        released = await self._release(  # 4. release
+            pass_, agent=agent, holding=holding, rendered=rendered, delivered=delivered
         )
-        if not work.uri and not self.holds.of(agent):  # 5. drop finalizer
-            await self.holds.ensure_finalizer(request, self._latest(request, body), present=False)
-        idle = not work.uri and not self.holds.of(agent)
+        if not holding.uri and not self.holds.of(agent):  # 5. drop finalizer
+            await self.holds.ensure_finalizer(pass_, self._latest(pass_), present=False)
+        idle = not holding.uri and not self.holds.of(agent)
         session = await self.sessions.converge(  # 6. session
-            request, agent, old, idle=idle, held=work.deliver
+            pass_, agent, idle=idle, held=holding.deliver
         )
-        return work, session, delivered, view, earliest(requeue, session.requeue_after)
+        requeue = earliest(acquired.requeue_after, released.requeue_after)
+        return Converged(
+            holding=holding,
+            session=session,
+            delivered=delivered,
+            delivery=released.delivery,
+            requeue_after=earliest(requeue, session.requeue_after),
+        )
 
     async def _release(
         self,
-        request: Request,
-        body: Body,
+        pass_: Pass,
         *,
         agent: AgentObject,
-        work: WorkPlan,
+        holding: WorkPlan,
         rendered: str,
         delivered: bool,
-    ) -> tuple[ack.DeliveryView, float | None]:
+    ) -> Released:
         """Release the holds the document no longer carries once the session has let go of
-        them; where the session stands with the document, and when to look again."""
+        them."""
         digest = ack.digest(rendered)
-        now = status.now_micro_rfc3339()
-        before = (body.get("status") or {}).get("delivery") or {}
+        now = pass_.now.micro_rfc3339
+        before = pass_.old.get("delivery") or {}
         written_at = str(before.get("writtenAt") or now)
         if delivered or before.get("digest") != digest:
             written_at = now
-        since = ack.seconds_since(written_at, datetime.now(UTC))
-        releasing = tuple(h.uri for h in work.release)
-        view = self.acks.view(agent, digest, written_at, since_write=since, releasing=releasing)
+        since = ack.seconds_since(written_at, pass_.now.wall)
+        releasing = tuple(h.uri for h in holding.release)
+        standing = self.acks.delivery_view(
+            agent, digest, written_at, since_write=since, releasing=releasing
+        )
         requeue = None
-        if view.pending and not view.overdue:  # Stalled if it stays silent
+        if standing.pending and not standing.overdue:  # Stalled if it stays silent
             requeue = self.acks.timeout - since + 0.1
-        if not work.release:
-            return view, requeue
-        ok, by_grace = self.acks.releasable(view, since)
-        if not ok:
-            if view.confirmation is ack.Confirmation.UNVERIFIABLE:
+        if not holding.release:
+            return Released(standing, requeue)
+        releasable = self.acks.releasable(standing, since)
+        if not releasable.now:
+            if standing.confirmation is ack.Confirmation.UNVERIFIABLE:
                 requeue = earliest(requeue, self.acks.grace - since + 0.1)
-            return view, requeue
-        for hold in work.release:  # only now that the session no longer works on it
-            await self.holds.release(request, hold)
-            if by_grace:
+            return Released(standing, requeue)
+        for hold in holding.release:  # only now that the session no longer works on it
+            await self.holds.release(pass_, hold)
+            if releasable.by_grace:
                 self.events.record(
-                    self._latest(request, body),
-                    status.Note(
-                        "ReleasedUnacknowledged",
-                        f"released work URI {hold.uri!r} {self.acks.grace:.0f} s after "
-                        "withdrawing it from a session that cannot acknowledge (no delivery "
-                        "sidecar): unverified; relaunch the session to give it one",
-                        warning=True,
-                    ),
+                    self._latest(pass_),
+                    _released_unacknowledged(hold.uri, self.acks.grace),
+                    pass_.now,
                 )
-        return replace(view, releasing=()), requeue
+        return Released(replace(standing, releasing=()), requeue)
 
-    async def _finalize(self, request: Request, body: Body) -> float | None:
+    async def _finalize(self, pass_: Pass) -> float | None:
         """Deleting an agent: withdraw its work from the session, release holds, let it go;
         when to look again (while its session is being stopped)."""
-        md = body["metadata"]
+        md = pass_.body["metadata"]
         if FINALIZER not in (md.get("finalizers") or []):
             return None
         own = self.holds.holds.of(md.get("uid", ""))
         if own:
             await self.bindings.withdraw_work(
-                request, md.get("namespace", ""), md["name"], md.get("uid", "")
+                pass_, md.get("namespace", ""), md["name"], md.get("uid", "")
             )
-            if not await self.sessions.stopped_or_acknowledged(request, body):
+            if not await self.sessions.stopped_or_acknowledged(pass_, pass_.body):
                 # the pod's end (or its acknowledgement) brings the next pass; look again anyway
                 return self.sessions.recheck
         for hold in own:
-            await self.holds.release(request, hold)
+            await self.holds.release(pass_, hold)
         if self.holds.holds.of(md.get("uid", "")):  # one changed meanwhile: not released yet
-            raise StaleWriteError(f"agent {request.ref.key}: its holds are not released yet")
-        await self.holds.ensure_finalizer(request, self._latest(request, body), present=False)
+            key = pass_.request.ref.key
+            raise StaleWriteError(f"agent {key}: its holds are not released yet")
+        await self.holds.ensure_finalizer(pass_, self._latest(pass_), present=False)
         return None
 
-    async def gone(self, request: Request) -> None:
+    async def gone(self, pass_: Pass) -> None:
         """The agent has left the view: release holds still naming it (its finalizer was
         removed by hand, or it vanished while unwatched), once the API server confirms it is
         gone. Nothing else would: a hold's finalizer waits for its holder."""
-        for hold in self.holds.holds.named(request.ref.key):
+        for hold in self.holds.holds.named(pass_.request.ref.key):
             if not await self.holds.holder_exists(hold):
                 log.info("releasing the hold of an agent that is gone", holder=hold.holder)
-                await self.holds.release(request, hold)
+                await self.holds.release(pass_, hold)
+
+
+def _generation(pass_: Pass) -> int:
+    return int(pass_.body["metadata"].get("generation", 0))
+
+
+def _released_unacknowledged(uri: str, grace: float) -> status.Note:
+    return status.Note(
+        "ReleasedUnacknowledged",
+        f"released work URI {uri!r} {grace:.0f} s after withdrawing it from a session that "
+        "cannot acknowledge (no delivery sidecar): unverified; relaunch the session to give "
+        "it one",
+        warning=True,
+    )

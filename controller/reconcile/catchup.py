@@ -18,7 +18,7 @@ import structlog
 from controller.k8s import api
 from controller.k8s.api import KubeApi
 from controller.reconcile.clock import LOOP_CLOCK, Clock
-from controller.reconcile.resync import Observe, scopes
+from controller.reconcile.resync import Lister, Observe
 from controller.reconcile.store import Store, key_of, resource_version
 
 log = structlog.get_logger("bindery.resync")
@@ -61,9 +61,8 @@ class CatchUp:
         self.api = kube
         self.store = store
         self.observe = observe
-        self.kinds = list(kinds)
-        """(endpoint, label selector) of every kind in the view."""
-        self.namespaces = list(namespaces)
+        self.lister = Lister(kube, observe, kinds=kinds, namespaces=namespaces)
+        self.kinds = self.lister.kinds
         self.read_directly = read_directly
         """Told of each kind whose objects catching up read itself (``Sweeper.read_directly``)."""
         self.clock = clock
@@ -76,7 +75,7 @@ class CatchUp:
         every = [
             (endpoint, selector, namespace)
             for endpoint, selector in self.kinds
-            for namespace in scopes(endpoint, self.namespaces)
+            for namespace in self.lister.scopes(endpoint)
         ]
         found = await asyncio.gather(
             *(self.api.list_versions(e, namespace, selector) for e, selector, namespace in every),
@@ -117,21 +116,18 @@ class CatchUp:
         """Read the objects ``keys`` names that still exist into the view; either way, they are
         no longer waited for."""
         self.read_directly(endpoint)  # the view now holds objects kopf did not list
-        selector = dict(self.kinds).get(endpoint, "")
         if len(keys) > self.max_gets:  # nothing delivered yet, most likely: one LIST, not N GETs
-            for namespace in scopes(endpoint, self.namespaces):
+            selector = self.lister.selector(endpoint)
+            for namespace in self.lister.scopes(endpoint):
                 for body in await self.api.list_all(endpoint, namespace, selector):
                     if key_of(body) in keys:
                         self.observe(endpoint, body, False)
             keys.clear()
             return
         now: dict[str, str] = {}
-        for namespace in scopes(endpoint, self.namespaces):
-            now.update((await self.api.list_versions(endpoint, namespace, selector))[1])
+        async for _, _, listed in self.lister.versions(endpoint):
+            now.update(listed)
         for key in list(keys):
             del keys[key]
             if key in now:
-                ns, _, name = key.rpartition("/")
-                found = await self.api.get(endpoint, ns, name)
-                if found is not None:
-                    self.observe(endpoint, found, False)
+                await self.lister.read(endpoint, key)

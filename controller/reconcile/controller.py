@@ -178,7 +178,7 @@ class Controller:
         await self.catching_up.catch_up(listing, stall=stall)
 
     def enqueue_all(self) -> None:
-        """Queue every object of the four kinds (the first pass after start-up)."""
+        """Queue every object of the five kinds (the first pass after start-up)."""
         for kind, endpoint in k8s_api.ENDPOINTS.items():
             for body in self.store.of(endpoint).values():
                 self.queue.add(Request(kind, Ref.of(body)))

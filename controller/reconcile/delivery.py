@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.domain import delivery
+from controller.domain import delivery, names
 from controller.domain.models import AgentObject
-from controller.domain.refs import Request
 from controller.k8s import api, builders
+from controller.reconcile.passes import Pass
 from controller.reconcile.store import Store
 from controller.reconcile.writer import Writer
 
@@ -21,25 +21,26 @@ class BindingsDelivery:
 
     def delivered(self, agent_namespace: str, agent_name: str) -> dict[str, Any] | None:
         """The agent's bindings ConfigMap as last observed."""
-        name = builders.bindings_config_map_name(agent_name)
-        return self.store.get(api.CONFIG_MAPS, f"{agent_namespace}/{name}")
+        return self.store.get(
+            api.CONFIG_MAPS, names.key(agent_namespace, names.bindings_config_map_name(agent_name))
+        )
 
-    async def deliver(self, by: Request, agent: AgentObject, rendered: str) -> bool:
+    async def deliver(self, pass_: Pass, agent: AgentObject, rendered: str) -> bool:
         """Make the ConfigMap carry ``rendered``; whether anything was written."""
         current = self.delivered(agent.meta.namespace, agent.meta.name)
         if current is None:
             desired = builders.bindings_config_map(agent, rendered)
-            current, created = await self.writer.create(by, api.CONFIG_MAPS, desired)
+            current, created = await self.writer.create(pass_, api.CONFIG_MAPS, desired)
             if created:
                 return True
-        current = await self.writer.own(by, api.CONFIG_MAPS, current, agent, "ConfigMap")
+        current = await self.writer.own(pass_, api.CONFIG_MAPS, current, agent, "ConfigMap")
         if _document(current) == rendered:
             return False
-        await self._write(by, current, rendered)
+        await self._write(pass_, current, rendered)
         return True
 
     async def withdraw_work(
-        self, by: Request, agent_namespace: str, agent_name: str, agent_uid: str
+        self, pass_: Pass, agent_namespace: str, agent_name: str, agent_uid: str
     ) -> None:
         """Deliver the agent's last document without its work URI (before its hold goes).
 
@@ -55,11 +56,11 @@ class BindingsDelivery:
             return
         data = _document(current)
         if delivery.delivered_work_uris(data):
-            await self._write(by, current, delivery.without_work(data))
+            await self._write(pass_, current, delivery.without_work(data))
 
-    async def _write(self, by: Request, current: dict[str, Any], rendered: str) -> None:
+    async def _write(self, pass_: Pass, current: dict[str, Any], rendered: str) -> None:
         await self.writer.patch_at(
-            by, api.CONFIG_MAPS, current, {"data": {delivery.BINDINGS_FILE: rendered}}
+            pass_, api.CONFIG_MAPS, current, {"data": {delivery.BINDINGS_FILE: rendered}}
         )
 
 

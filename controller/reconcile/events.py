@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from typing import Any
 
@@ -12,12 +11,9 @@ import structlog
 from controller.domain.status import Note
 from controller.k8s import api, builders
 from controller.reconcile import metrics
+from controller.reconcile.clock import Instant
 
 log = structlog.get_logger("bindery.events")
-
-
-def _micro_time(now: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1e6):06d}Z"
 
 
 class EventRecorder:
@@ -34,15 +30,16 @@ class EventRecorder:
         self._poster: asyncio.Task[None] | None = None
         self.dropped = 0
 
-    def record(self, regarding: dict[str, Any], note: Note) -> None:
-        """Queue one Event about ``regarding`` (an object body with apiVersion and kind)."""
+    def record(self, regarding: dict[str, Any], note: Note, at: Instant) -> None:
+        """Queue one Event about ``regarding`` (an object body with apiVersion and kind), as
+        seen at ``at`` (the pass's reading of the clock)."""
         body = builders.event(
             regarding,
             reason=note.reason,
             note=note.message,
             warning=note.warning,
             instance=self.instance,
-            event_time=_micro_time(time.time()),
+            event_time=at.micro_rfc3339,
             suffix=uuid.uuid4().hex[:16],
         )
         try:

@@ -12,7 +12,7 @@ switch, and a holder moves its own (see :mod:`controller.domain.work`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
@@ -22,6 +22,7 @@ from controller.domain.refs import Ref, Request
 from controller.domain.registry import Registry
 from controller.domain.results import AgentResolution, BindingState
 from controller.domain.work import (
+    HOLD_FINALIZER,
     Claim,
     Hold,
     WorkPlan,
@@ -32,13 +33,23 @@ from controller.domain.work import (
 )
 from controller.k8s import api, builders
 from controller.k8s.api import ApiError
-from controller.reconcile.index import HoldIndex, WantedIndex, hold_from, hold_problem
-from controller.reconcile.store import Store
+from controller.reconcile.index import HoldIndex, WantedIndex, hold_problem
+from controller.reconcile.passes import Pass
+from controller.reconcile.store import Store, key_of
 from controller.reconcile.writer import Writer
 
 log = structlog.get_logger("bindery.holds")
 
 FINALIZER = "bindery.dev/work-hold"
+
+
+@dataclass(frozen=True)
+class Acquired:
+    """What the acquire step came to: the plan as it went, and when to look again (a Lease
+    that posed as the hold was removed: the next pass acquires)."""
+
+    plan: WorkPlan
+    requeue_after: float | None = None
 
 
 def claim_from(agent_key: str, agent_status: dict[str, Any], uri: str) -> Claim:
@@ -170,7 +181,7 @@ class WorkHolds:
         live = await self.writer.api.get(api.AGENTS, ref.namespace, ref.name)
         return live is not None and (live.get("metadata") or {}).get("uid") == hold.holder_uid
 
-    async def acquire(self, by: Request, agent: AgentObject, plan: WorkPlan) -> WorkPlan:
+    async def acquire(self, pass_: Pass, agent: AgentObject, plan: WorkPlan) -> Acquired:
         """Reclaim a hold whose holder is gone, then try to create ours; the plan as it went."""
         if plan.reclaim is not None:
             log.info(
@@ -179,13 +190,13 @@ class WorkHolds:
                 holder=plan.reclaim.holder,
                 by=agent.meta.key,
             )
-            await self.release(by, plan.reclaim)
+            await self.release(pass_, plan.reclaim)
         if not plan.acquire:
-            return await self._retire(by, plan)
+            return Acquired(await self._retire(pass_, plan))
         written, created = await self.writer.create(
-            by, api.LEASES, builders.work_hold(agent, plan.uri, namespace=self.location(agent))
+            pass_, api.LEASES, builders.work_hold(agent, plan.uri, namespace=self.location(agent))
         )
-        hold = hold_from(written)
+        hold = Hold.from_lease(written)
         md = written.get("metadata") or {}
         where = (str(md.get("namespace", "")), str(md.get("name", "")))
         posing = not created and (
@@ -200,79 +211,69 @@ class WorkHolds:
                 why=posing,
                 by=agent.meta.key,
             )
-            await self.writer.delete_at(by, api.LEASES, written)
-            self.wake(by)
+            await self.writer.delete_at(pass_, api.LEASES, written)
             # A hold of ours elsewhere still holds the URI: keep delivering it until it moves.
-            return replace(plan, acquire=False, reclaim=None, retire=[])
+            return Acquired(replace(plan, acquire=False, reclaim=None, retire=[]), 0.0)
         if created or (hold is not None and hold.holder_uid == agent.meta.uid):
             if created:
                 log.info("acquired work", agent=agent.meta.key, uri=plan.uri, lease=where)
-            return await self._retire(
-                by,
-                WorkPlan(
-                    state=WorkState.WORKING,
-                    uri=plan.uri,
-                    release=plan.release,
-                    deliver=True,
-                    retire=plan.retire,
-                ),
+            working = WorkPlan(
+                state=WorkState.WORKING,
+                uri=plan.uri,
+                release=plan.release,
+                deliver=True,
+                retire=plan.retire,
             )
+            return Acquired(await self._retire(pass_, working))
         # Lost the race. A hold of ours in the other location is withdrawn next pass (the
         # configured one is settled on another holder); nothing delivers the URI meanwhile.
-        return WorkPlan(
+        waiting = WorkPlan(
             state=WorkState.WAITING,
             uri=plan.uri,
             release=plan.release,
             waiting_for=hold.holder if hold else "",
         )
+        return Acquired(waiting)
 
-    async def _retire(self, by: Request, plan: WorkPlan) -> WorkPlan:
+    async def _retire(self, pass_: Pass, plan: WorkPlan) -> WorkPlan:
         """The URI is held in the configured location now: delete our holds of it elsewhere
         (they were taken before a scope switch)."""
         if plan.state is not WorkState.WORKING or not plan.deliver:
             return replace(plan, retire=[])
         for old in plan.retire:
             log.info("moved work hold", uri=old.uri, holder=old.holder, left=old.namespace)
-            await self.release(by, old)
+            await self.release(pass_, old)
         return replace(plan, retire=[])
 
-    async def release(self, by: Request, hold: Hold) -> None:
+    async def release(self, pass_: Pass, hold: Hold) -> None:
         """Delete exactly this hold (its uid and version): first its finalizer, then the Lease.
         A hold that changed meanwhile is left to the next pass."""
-        namespace = hold.namespace or Ref.parse(hold.holder).namespace
-        body = self.store.get(api.LEASES, f"{namespace}/{hold.name}")
+        observed = hold.to_lease()  # exactly this hold: its uid and version guard the delete
+        body = self.store.get(api.LEASES, key_of(observed))
         if body is None or (body.get("metadata") or {}).get("uid") != hold.uid:
-            body = {
-                "metadata": {
-                    "namespace": namespace,
-                    "name": hold.name,
-                    "uid": hold.uid,
-                    "resourceVersion": hold.resource_version,
-                    "finalizers": [builders.HOLD_FINALIZER],
-                }
-            }
+            body = observed
         finalizers = (body.get("metadata") or {}).get("finalizers") or []
-        if builders.HOLD_FINALIZER in finalizers:
-            kept = [f for f in finalizers if f != builders.HOLD_FINALIZER]
+        if HOLD_FINALIZER in finalizers:
+            kept = [f for f in finalizers if f != HOLD_FINALIZER]
             try:
                 freed = await self.writer.patch_at(
-                    by, api.LEASES, body, {"metadata": {"finalizers": kept or None}}
+                    pass_, api.LEASES, body, {"metadata": {"finalizers": kept or None}}
                 )
             except ApiError as exc:
                 if not exc.conflict:
                     raise
                 # It changed under us: read it again, so the retry decides from what is there.
                 md = body["metadata"]
-                await self.writer.reread(by, api.LEASES, md["namespace"], md["name"])
+                await self.writer.reread(pass_, api.LEASES, md["namespace"], md["name"])
                 return
             if freed is None or freed["metadata"].get("deletionTimestamp"):
                 log.info("released work", agent=hold.holder, uri=hold.uri)
                 return  # gone already, or going now that nothing holds it back
             body = freed
-        if await self.writer.delete_at(by, api.LEASES, body):
+        if await self.writer.delete_at(pass_, api.LEASES, body):
             log.info("released work", agent=hold.holder, uri=hold.uri)
 
-    async def ensure_finalizer(self, by: Request, body: dict[str, Any], *, present: bool) -> None:
+    async def ensure_finalizer(self, pass_: Pass, body: dict[str, Any], *, present: bool) -> None:
         """Add or remove the agent's hold finalizer (guarded by the version decided from)."""
         finalizers = list(body["metadata"].get("finalizers") or [])
         if (FINALIZER in finalizers) == present:
@@ -280,4 +281,6 @@ class WorkHolds:
         finalizers = (
             [*finalizers, FINALIZER] if present else [f for f in finalizers if f != FINALIZER]
         )
-        await self.writer.patch_at(by, api.AGENTS, body, {"metadata": {"finalizers": finalizers}})
+        await self.writer.patch_at(
+            pass_, api.AGENTS, body, {"metadata": {"finalizers": finalizers}}
+        )

@@ -8,33 +8,9 @@ from typing import Any
 from controller.domain.models import AgentObject
 from controller.domain.multiindex import MultiIndex
 from controller.domain.work import Hold, WorkScope, hold_name, in_scope
-from controller.k8s import builders
 
 Slot = tuple[str, str]
 """(namespace, work URI): where a hold lives, or which namespace's agents want a URI."""
-
-
-def hold_from(body: dict[str, Any] | None) -> Hold | None:
-    """The hold a Lease body records, or None if it records none."""
-    if not body:
-        return None
-    md = body.get("metadata") or {}
-    ann = md.get("annotations") or {}
-    uri = ann.get(builders.URI_ANNOTATION)
-    holder = (body.get("spec") or {}).get("holderIdentity")
-    if not uri or not holder:
-        return None
-    return Hold(
-        uri=uri,
-        holder=holder,
-        holder_uid=ann.get(builders.HOLDER_UID_ANNOTATION, ""),
-        name=md.get("name", ""),
-        resource_version=str(md.get("resourceVersion", "")),
-        uid=md.get("uid", ""),
-        namespace=md.get("namespace", ""),
-        created=str(md.get("creationTimestamp", "")),
-        deleting=bool(md.get("deletionTimestamp")),
-    )
 
 
 def hold_problem(body: dict[str, Any], hold: Hold | None, hold_namespace: str = "") -> str:

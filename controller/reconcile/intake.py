@@ -23,7 +23,7 @@ from controller.domain.registry import Affected, Registry
 from controller.domain.work import Hold
 from controller.k8s import api, builders
 from controller.reconcile import metrics
-from controller.reconcile.index import HoldIndex, WantedIndex, hold_from, hold_problem
+from controller.reconcile.index import HoldIndex, WantedIndex, hold_problem
 from controller.reconcile.store import Body, Store
 
 log = structlog.get_logger("bindery.intake")
@@ -109,7 +109,7 @@ class Intake:
             affected = self._owned(endpoint, body, deleted, by)
         return affected
 
-    # ------------------------------------------------------------------ the four kinds
+    # ------------------------------------------------------------------ the five kinds
 
     def _bindery(
         self, kind: Kind, endpoint: api.Endpoint, body: Body, deleted: bool, by: Request | None
@@ -233,10 +233,10 @@ class Intake:
             previous = self.store.put(api.LEASES, body)
             if previous is body:
                 return set()
-        hold = hold_from(body)
+        hold = Hold.from_lease(body)
         ref = Ref.of(body)
         problem = "" if deleted else hold_problem(body, hold, self.hold_namespace)
-        if not problem and _handed_over(hold_from(previous), hold):
+        if not problem and _handed_over(Hold.from_lease(previous), hold):
             # Someone rewrote the holder. The hold stays its first holder's, as filed, so that
             # holder withdraws the URI from its bindings before anyone else can acquire it.
             self._ignore(ref, f"its holder was changed to {hold.holder if hold else ''}")

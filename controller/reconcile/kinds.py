@@ -15,6 +15,7 @@ from controller.domain.registry import Registry
 from controller.k8s import api
 from controller.reconcile.events import EventRecorder
 from controller.reconcile.index import HoldIndex
+from controller.reconcile.passes import Pass
 from controller.reconcile.result import Result
 from controller.reconcile.writer import Writer
 
@@ -24,17 +25,18 @@ Body = dict[str, Any]
 class Reconciler(Protocol):
     """Reconciles one kind: recompute from the view, converge; what the pass came to."""
 
-    async def reconcile(self, request: Request, body: Body) -> Result: ...
+    async def reconcile(self, pass_: Pass) -> Result: ...
 
-    async def gone(self, request: Request) -> None:
+    async def gone(self, pass_: Pass) -> None:
         """The object has left the view: clean up what it leaves behind (nothing, mostly)."""
 
 
-async def write_status(writer: Writer, request: Request, body: Body, new: Body) -> bool:
+async def write_status(writer: Writer, pass_: Pass, body: Body, new: Body) -> bool:
     """Replace ``body``'s status with ``new`` unless it is already exactly that."""
     if body.get("status") == new:
         return False
-    written = await writer.replace_status(request, api.ENDPOINTS[request.kind], body, new)
+    endpoint = api.ENDPOINTS[pass_.request.kind]
+    written = await writer.replace_status(pass_, endpoint, body, new)
     return written is not None
 
 
@@ -47,26 +49,27 @@ class StatusReconciler:
         self.writer = writer
         self.parse_errors = parse_errors
 
-    async def reconcile(self, request: Request, body: Body) -> Result:
+    async def reconcile(self, pass_: Pass) -> Result:
+        request, body = pass_.request, pass_.body
         gen = int(body["metadata"].get("generation", 0))
-        old, now = body.get("status") or {}, status.now_rfc3339()
+        old, now = pass_.old, pass_.now.rfc3339
         error = self.parse_errors.get(request)
         new = self.build(request, gen, old, now) if not error else None
         if new is None:
             new = status.invalid_status(gen, error or "not parsed", old, now)
-        changed = await write_status(self.writer, request, body, new)
+        changed = await write_status(self.writer, pass_, body, new)
         if changed:
-            self.changed(body, old, new)
+            self.changed(pass_, new)
         return Result(changed=changed)
 
     def build(self, request: Request, gen: int, old: Body, now: str) -> Body | None:
         """The object's new status; None when the view holds no parsed object for it."""
         raise NotImplementedError
 
-    def changed(self, body: Body, old: Body, new: Body) -> None:
-        """The status written differs from ``old``: nothing more to do, mostly."""
+    def changed(self, pass_: Pass, new: Body) -> None:
+        """The status written differs from the pass's old one: nothing more to do, mostly."""
 
-    async def gone(self, request: Request) -> None:
+    async def gone(self, pass_: Pass) -> None:
         return None
 
 
@@ -129,9 +132,9 @@ class ToolReconciler(StatusReconciler):
             now=now,
         )
 
-    def changed(self, body: Body, old: Body, new: Body) -> None:
-        for note in status.tool_events(old, new):
-            self.events.record(body, note)
+    def changed(self, pass_: Pass, new: Body) -> None:
+        for note in status.tool_events(pass_.old, new):
+            self.events.record(pass_.body, note, pass_.now)
 
 
 class GrantReconciler(StatusReconciler):

@@ -18,7 +18,7 @@ the agents in it are marked deleted): those objects are read again.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import structlog
@@ -37,6 +37,53 @@ Observe = Callable[[api.Endpoint, dict[str, Any], bool], None]
 def scopes(endpoint: api.Endpoint, namespaces: Sequence[str]) -> list[str]:
     """The namespaces to list ``endpoint`` in: each watched one, or all ("") at once."""
     return list(namespaces) if endpoint.namespaced and namespaces else [""]
+
+
+Versions = tuple[str, str, dict[str, str]]
+"""One namespace's metadata LIST: ``(namespace, list resourceVersion, key -> resourceVersion)``."""
+
+
+class Lister:
+    """Lists the kinds in the view (metadata only) in each watched namespace, and reads single
+    objects into the view: what the sweep and catching up at start-up both do."""
+
+    def __init__(
+        self,
+        kube: KubeApi,
+        observe: Observe,
+        *,
+        kinds: Sequence[tuple[api.Endpoint, str]],
+        namespaces: Sequence[str] = (),
+    ) -> None:
+        self.api = kube
+        self.observe = observe
+        self.kinds = list(kinds)
+        """(endpoint, label selector) of every kind in the view."""
+        self.namespaces = list(namespaces)
+
+    def scopes(self, endpoint: api.Endpoint) -> list[str]:
+        return scopes(endpoint, self.namespaces)
+
+    def selector(self, endpoint: api.Endpoint) -> str:
+        return dict(self.kinds).get(endpoint, "")
+
+    async def versions(
+        self, endpoint: api.Endpoint
+    ) -> AsyncIterator[tuple[str, str, dict[str, str]]]:
+        """``(namespace, list resourceVersion, key -> resourceVersion)`` for each namespace."""
+        for namespace in self.scopes(endpoint):
+            list_rv, listed = await self.api.list_versions(
+                endpoint, namespace, self.selector(endpoint)
+            )
+            yield namespace, list_rv, listed
+
+    async def read(self, endpoint: api.Endpoint, key: str) -> bool:
+        """Read ``key`` again into the view; whether it still exists."""
+        ns, _, name = key.rpartition("/")
+        found = await self.api.get(endpoint, ns, name)
+        if found is not None:
+            self.observe(endpoint, found, False)
+        return found is not None
 
 
 def missed(stored: dict[str, dict[str, Any]], listed: dict[str, str]) -> list[str]:
@@ -91,9 +138,8 @@ class Sweeper:
         self.api = kube
         self.store = store
         self.observe = observe
-        self.kinds = list(kinds)
-        """(endpoint, label selector) of every kind in the view."""
-        self.namespaces = list(namespaces)
+        self.lister = Lister(kube, observe, kinds=kinds, namespaces=namespaces)
+        self.kinds = self.lister.kinds
         self.period = period
         self.settle = settle
         self.clock = clock
@@ -187,18 +233,13 @@ class Sweeper:
     async def sweep(self, endpoint: api.Endpoint) -> int:
         """List ``endpoint``; forget what the listing proves deleted and read again what it
         shows changed unseen. How many objects were put right."""
-        selector = dict(self.kinds).get(endpoint, "")
         count = 0
-        for namespace in scopes(endpoint, self.namespaces):
-            list_rv, listed = await self.api.list_versions(endpoint, namespace, selector)
+        async for namespace, list_rv, listed in self.lister.versions(endpoint):
             stored = self.store.of(endpoint)
             for body in vanished(stored, list_rv, listed, namespace):
                 self.observe(endpoint, body, True)
                 count += 1
             for key in missed(stored, listed)[: self.max_reads]:
-                ns, _, name = key.rpartition("/")
-                found = await self.api.get(endpoint, ns, name)
-                if found is not None:
-                    self.observe(endpoint, found, False)
+                if await self.lister.read(endpoint, key):
                     count += 1
         return count

@@ -3,23 +3,29 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from typing import Any
 
 import structlog
 
 from controller.domain import acknowledgement as ack
-from controller.domain import status, suspend
+from controller.domain import names, status, suspend
 from controller.domain.delivery import BINDINGS_FILE
-from controller.domain.launch import LaunchAction, Launched, launch_record, plan_session
-from controller.domain.models import AgentObject
-from controller.domain.refs import Request
+from controller.domain.launch import (
+    LaunchAction,
+    Launched,
+    LaunchPlan,
+    launch_record,
+    plan_session,
+)
+from controller.domain.models import AgentObject, Runtime
 from controller.domain.session_health import SessionHealth, session_health, suspended_health
+from controller.domain.workspace import WorkspaceView
 from controller.k8s import api, builders
 from controller.k8s.api import ApiError
 from controller.reconcile.acks import Acknowledgements
+from controller.reconcile.passes import Pass
 from controller.reconcile.result import earliest
-from controller.reconcile.store import Store, resource_version
+from controller.reconcile.store import Store, key_of, resource_version
 from controller.reconcile.workspace import Workspaces
 from controller.reconcile.writer import StaleWriteError, Writer
 
@@ -40,6 +46,46 @@ class SessionOutcome:
 
 
 NO_SESSION = SessionOutcome(view=None)
+
+
+@dataclass(frozen=True)
+class _PodReport:
+    """What the session pod says in this pass."""
+
+    health: SessionHealth
+    running: int | None
+    """The launch generation the pod runs (None: none runs)."""
+    recheck: float | None
+    """When to look again (without a pod: pod creation failures come as Events only)."""
+
+
+@dataclass(frozen=True)
+class _Idling:
+    """Where the session stands with its idle policy in this pass."""
+
+    policy: int | None
+    """The policy's seconds (None: no policy)."""
+    since: str
+    """When the agent became idle ("" while it has work, or without a policy)."""
+    decision: suspend.IdleDecision
+
+
+def _idling(
+    pass_: Pass, runtime: Runtime, current: dict[str, Any] | None, *, idle: bool, held: bool
+) -> _Idling:
+    """What the idle policy asks of the session now (its idle clock is kept in status)."""
+    policy = runtime.idle.suspend_after_seconds if runtime.idle else None
+    now = pass_.now.rfc3339
+    since = suspend.idle_since(pass_.old, idle=idle, now=now) if policy is not None else ""
+    decision = suspend.decide(
+        policy,
+        idle=idle,
+        held=held,
+        suspended=current is not None and _replicas(current) == 0,
+        since=since,
+        now=pass_.now.wall,
+    )
+    return _Idling(policy, since, decision)
 
 
 class Sessions:
@@ -64,78 +110,62 @@ class Sessions:
         self.workspaces = Workspaces(store, writer)
 
     async def converge(
-        self,
-        by: Request,
-        agent: AgentObject,
-        old: dict[str, Any],
-        *,
-        idle: bool = False,
-        held: bool = False,
+        self, pass_: Pass, agent: AgentObject, *, idle: bool = False, held: bool = False
     ) -> SessionOutcome:
         """Launch, keep or relaunch the session; suspend or resume it by the idle policy.
 
         ``idle``: the agent neither wants nor holds work; ``held``: it holds the work it wants
         (a suspended session resumes only then, its hold acquired first).
         """
-        ns, name = agent.meta.namespace, builders.session_name(agent.meta.name)
-        current = self.store.get(api.STATEFUL_SETS, f"{ns}/{name}")
-        runtime = agent.spec.runtime
+        current = self._workload(agent)
         if current is not None:
-            current = await self.writer.own(by, api.STATEFUL_SETS, current, agent, "StatefulSet")
+            current = await self.writer.own(pass_, api.STATEFUL_SETS, current, agent, "StatefulSet")
+        runtime = agent.spec.runtime
         if runtime is None:
             if current is not None:
-                await self.writer.delete_at(by, api.STATEFUL_SETS, current)
+                await self.writer.delete_at(pass_, api.STATEFUL_SETS, current)
             return NO_SESSION
-        policy = runtime.idle.suspend_after_seconds if runtime.idle else None
-        now = status.now_rfc3339()
-        since = suspend.idle_since(old, idle=idle, now=now) if policy is not None else ""
-        decision = suspend.decide(
-            policy,
-            idle=idle,
-            held=held,
-            suspended=current is not None and _replicas(current) == 0,
-            since=since,
-            now=datetime.now(UTC),
-        )
-        workspace = await self.workspaces.converge(by, agent, runtime)  # before the pod
-        record = launch_record(old)
+        idling = _idling(pass_, runtime, current, idle=idle, held=held)
+        workspace = await self.workspaces.converge(pass_, agent, runtime)  # before the pod
         plan = plan_session(
             runtime,
             agent.spec.relaunch_generation,
-            record=record,
+            record=launch_record(pass_.old),
             annotated=builders.launched_from(current) if current else None,
             exists=current is not None,
         )
-        await self.acks.ensure(by, agent, runtime, launching=plan.action is not LaunchAction.KEEP)
-        if plan.action is LaunchAction.KEEP and current is not None:
-            resumed = await self._scale(by, agent, current, suspend=decision.suspend)
-            if decision.suspend and policy is not None:
-                health = suspended_health(self.store.get(api.PODS, f"{ns}/{name}-0"), policy)
-                view = status.SessionView(
-                    plan,
-                    None,
-                    plan.launched_hash,
-                    plan.launched_at,
-                    health,
-                    since,
-                    policy,
-                    workspace,
-                )
-                return SessionOutcome(view)
-            health, running, recheck = await self._health(
-                ns, name, since=plan.launched_at, just_launched=resumed
+        launching = plan.action is not LaunchAction.KEEP
+        await self.acks.ensure(pass_, agent, runtime, launching=launching)
+        if not launching and current is not None:
+            resumed = await self._scale(pass_, agent, current, suspend=idling.decision.suspend)
+            return await self._outcome(
+                agent, plan, idling, workspace, since=plan.launched_at, just_launched=resumed
             )
-            view = status.SessionView(
-                plan,
-                running,
-                plan.launched_hash,
-                plan.launched_at,
-                health,
-                since,
-                policy,
-                workspace,
-            )
-            return SessionOutcome(view, requeue_after=earliest(recheck, decision.due_in))
+        launched = await self._launch(
+            pass_, agent, runtime, current, plan, suspended=idling.decision.suspend
+        )
+        return await self._outcome(
+            agent, launched, idling, workspace, since=pass_.now.rfc3339, action=plan.action
+        )
+
+    def _workload(self, agent: AgentObject) -> dict[str, Any] | None:
+        """The agent's session StatefulSet as last observed."""
+        name = names.session_name(agent.meta.name)
+        return self.store.get(api.STATEFUL_SETS, names.key(agent.meta.namespace, name))
+
+    async def _launch(
+        self,
+        pass_: Pass,
+        agent: AgentObject,
+        runtime: Runtime,
+        current: dict[str, Any] | None,
+        plan: LaunchPlan,
+        *,
+        suspended: bool,
+    ) -> LaunchPlan:
+        """Create the session's workload, or replace its template (a relaunch); the plan as
+        launched (suspended if it is launched while idle and due)."""
+        now = pass_.now.rfc3339
         desired = builders.session_workload(
             agent,
             runtime,
@@ -145,15 +175,17 @@ class Sessions:
             service_account=self.service_account,
             delivery=self.acks.delivery,
         )
-        if decision.suspend:  # launched or relaunched while idle and due: launched suspended
+        if suspended:  # launched or relaunched while idle and due: launched suspended
             desired["spec"]["replicas"] = 0
         if current is None:
-            found, created = await self.writer.create(by, api.STATEFUL_SETS, desired)
-            await self.writer.own(by, api.STATEFUL_SETS, found, agent, "StatefulSet")
+            found, created = await self.writer.create(pass_, api.STATEFUL_SETS, desired)
+            await self.writer.own(pass_, api.STATEFUL_SETS, found, agent, "StatefulSet")
             if not created:  # made meanwhile: the next pass decides from what is there
-                raise ApiError(409, "POST", api.STATEFUL_SETS.path(ns), {"reason": "AlreadyExists"})
+                raise StaleWriteError(
+                    f"session {key_of(desired)} was created meanwhile; deciding again"
+                )
         else:
-            await self.relaunch(by, current, desired)
+            await self.relaunch(pass_, current, desired)
         log.info(
             "launched session",
             agent=agent.meta.key,
@@ -161,30 +193,56 @@ class Sessions:
             generation=plan.desired_generation,
             trajectory=plan.desired_hash[:19],
         )
-        launched = replace(
+        return replace(
             plan, observed_generation=plan.desired_generation, launched_hash=plan.desired_hash
         )
-        if decision.suspend and policy is not None:
-            health = suspended_health(self.store.get(api.PODS, f"{ns}/{name}-0"), policy)
-            view = status.SessionView(
-                launched, None, plan.desired_hash, now, health, since, policy, workspace
+
+    async def _outcome(
+        self,
+        agent: AgentObject,
+        plan: LaunchPlan,
+        idling: _Idling,
+        workspace: WorkspaceView | None,
+        *,
+        since: str,
+        just_launched: bool = True,
+        action: LaunchAction | None = None,
+    ) -> SessionOutcome:
+        """How the session is doing after this pass: suspended by its idle policy, or as its
+        pod says (and when to look again)."""
+        ns = agent.meta.namespace
+        pod_key = names.session_pod_key(ns, agent.meta.name)
+        requeue = None
+        if idling.decision.suspend and idling.policy is not None:
+            health = suspended_health(self.store.get(api.PODS, pod_key), idling.policy)
+            running = None
+        else:
+            report = await self._health(
+                ns, agent.meta.name, since=since, just_launched=just_launched
             )
-            return SessionOutcome(view, plan.action)
-        health, running, recheck = await self._health(ns, name, since=now, just_launched=True)
-        view = status.SessionView(
-            launched, running, plan.desired_hash, now, health, since, policy, workspace
+            health, running = report.health, report.running
+            requeue = earliest(report.recheck, idling.decision.due_in)
+        session_view = status.SessionView(
+            plan=plan,
+            observed_generation=running,
+            launched_hash=plan.launched_hash,
+            last_launch_time=since,
+            health=health,
+            idle_since=idling.since,
+            suspend_after=idling.policy,
+            workspace=workspace,
         )
-        return SessionOutcome(view, plan.action, earliest(recheck, decision.due_in))
+        return SessionOutcome(session_view, action, requeue)
 
     async def _scale(
-        self, by: Request, agent: AgentObject, current: dict[str, Any], *, suspend: bool
+        self, pass_: Pass, agent: AgentObject, current: dict[str, Any], *, suspend: bool
     ) -> bool:
         """Scale the session to zero (suspend) or back to one (resume), its template untouched:
         a resume is not a relaunch. Whether this resumed it."""
         want = 0 if suspend else 1
         if _replicas(current) == want:
             return False
-        await self.writer.patch_at(by, api.STATEFUL_SETS, current, {"spec": {"replicas": want}})
+        await self.writer.patch_at(pass_, api.STATEFUL_SETS, current, {"spec": {"replicas": want}})
         log.info(
             "suspended idle session" if suspend else "resumed session",
             agent=agent.meta.key,
@@ -192,45 +250,47 @@ class Sessions:
         )
         return not suspend
 
-    async def stopped_or_acknowledged(self, by: Request, agent: dict[str, Any]) -> bool:
+    async def stopped_or_acknowledged(self, pass_: Pass, agent: dict[str, Any]) -> bool:
         """A deleted agent's session has let go of its work: its pod acknowledged the document
         without it, or it runs no more. Until then it is being stopped (fencing by
         termination): its workload is deleted, and the pod's end brings the next pass (the
         caller looks again after :attr:`recheck` seconds too)."""
         md = agent["metadata"]
-        ns, name = md.get("namespace", ""), builders.session_name(md["name"])
-        pod = self.store.get(api.PODS, f"{ns}/{name}-0")
-        if pod is None or not builders.session_pod_of(pod, md["name"]):
+        ns, agent_name = md.get("namespace", ""), md["name"]
+        pod = self.store.get(api.PODS, names.session_pod_key(ns, agent_name))
+        if pod is None or not builders.session_pod_of(pod, agent_name):
             return True
         if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             return True
-        config_map = self.store.get(api.CONFIG_MAPS, f"{ns}/{md['name']}-bindings") or {}
+        bindings = names.bindings_config_map_name(agent_name)
+        config_map = self.store.get(api.CONFIG_MAPS, names.key(ns, bindings)) or {}
         document = str((config_map.get("data") or {}).get(BINDINGS_FILE, ""))
-        lease = self.store.get(api.LEASES, f"{ns}/{ack.ack_lease_name(md['name'])}") or {}
+        lease = self.store.get(api.LEASES, names.key(ns, names.ack_lease_name(agent_name))) or {}
         record = ack.Acknowledgement.from_annotations(
             (lease.get("metadata") or {}).get("annotations") or {}
         )
         pod_uid = (pod.get("metadata") or {}).get("uid")
         if record.pod_uid == pod_uid and record.confirms(ack.digest(document)):
             return True
-        workload = self.store.get(api.STATEFUL_SETS, f"{ns}/{name}")
+        workload = self.store.get(api.STATEFUL_SETS, names.key(ns, names.session_name(agent_name)))
         if workload is not None and not (workload.get("metadata") or {}).get("deletionTimestamp"):
-            log.info("stopping the session of a deleted agent", agent=f"{ns}/{md['name']}")
-            await self.writer.delete_at(by, api.STATEFUL_SETS, workload)
+            log.info("stopping the session of a deleted agent", agent=names.key(ns, agent_name))
+            await self.writer.delete_at(pass_, api.STATEFUL_SETS, workload)
         return False
 
     async def _health(
-        self, ns: str, name: str, *, since: str, just_launched: bool = False
-    ) -> tuple[SessionHealth, int | None, float | None]:
-        """The session pod's health, the launch generation it runs (None: none runs), and when
-        to look again (without a pod: pod creation failures come as Events only)."""
-        pod = self.store.get(api.PODS, f"{ns}/{name}-0")
+        self, ns: str, agent_name: str, *, since: str, just_launched: bool = False
+    ) -> _PodReport:
+        """What the session pod says (see :class:`_PodReport`)."""
+        pod = self.store.get(api.PODS, names.session_pod_key(ns, agent_name))
         failed = ""
         if pod is None and not just_launched:
-            failed = await self._failed_create(ns, name, since)
+            failed = await self._failed_create(ns, names.session_name(agent_name), since)
         health = session_health(pod, failed)
         ran = builders.launched_from_pod(pod) if pod is not None and health.running else None
-        return health, ran.generation if ran else None, self.recheck if pod is None else None
+        return _PodReport(
+            health, ran.generation if ran else None, self.recheck if pod is None else None
+        )
 
     async def _failed_create(self, ns: str, name: str, since: str) -> str:
         """The message of the StatefulSet's newest FailedCreate Event since ``since``."""
@@ -252,7 +312,7 @@ class Sessions:
         recent = [e for e in events if when(e)[:19] >= since[:19]]
         return str(max(recent, key=when).get("message", "")) if recent else ""
 
-    async def relaunch(self, by: Request, current: dict[str, Any], desired: dict[str, Any]) -> None:
+    async def relaunch(self, pass_: Pass, current: dict[str, Any], desired: dict[str, Any]) -> None:
         """Replace the pod template whole, guarded by the resourceVersion we decided from.
 
         A merge patch would keep fields the new runtime dropped. The StatefulSet's rolling
@@ -269,12 +329,12 @@ class Sessions:
         if _replicas(current) != _replicas(desired):  # suspended, or resumed, with it
             ops.append({"op": "replace", "path": "/spec/replicas", "value": _replicas(desired)})
         try:
-            await self.writer.json_patch_at(by, api.STATEFUL_SETS, current, ops)
+            await self.writer.json_patch_at(pass_, api.STATEFUL_SETS, current, ops)
         except ApiError as exc:
             if not exc.stale:
                 raise
             md = current["metadata"]
-            now = await self.writer.reread(by, api.STATEFUL_SETS, md["namespace"], md["name"])
+            now = await self.writer.reread(pass_, api.STATEFUL_SETS, md["namespace"], md["name"])
             if now is not None and resource_version(now) == md["resourceVersion"]:
                 raise  # not a stale version: the API server refused the template itself
             # It changed since we saw it: the retry decides from what is there now.

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,8 +15,9 @@ from controller.domain.refs import Kind, Request
 from controller.k8s import api
 from controller.k8s.api import ApiError
 from controller.reconcile import metrics
-from controller.reconcile.clock import Timer
+from controller.reconcile.clock import Timer, read
 from controller.reconcile.kinds import Reconciler
+from controller.reconcile.passes import Pass
 from controller.reconcile.queue import WorkQueue
 from controller.reconcile.result import Result
 from controller.reconcile.store import Store
@@ -147,16 +147,16 @@ class WorkerPool:
     async def _run(self, request: Request) -> Result | None:
         """One pass for ``request`` (nothing but clean-up if its object is no longer in the
         view), and the requeue it asks for; what it came to (None: the object is gone)."""
-        started = time.perf_counter()
+        now = read(self.clock)
         body = self.store.get(api.ENDPOINTS[request.kind], request.ref.key)
         reconciler = self.reconcilers[request.kind]
         if body is None:
-            await reconciler.gone(request)
+            await reconciler.gone(Pass.of(request, {}, now))
             return None
-        result = await reconciler.reconcile(request, body)
+        result = await reconciler.reconcile(Pass.of(request, body, now))
         if result.requeue_after is not None:
             self.queue.add_after(request, result.requeue_after)
-        elapsed = time.perf_counter() - started
+        elapsed = self.clock.now() - now.monotonic
         outcome = "changed" if result.changed else "unchanged"
         metrics.RECONCILES.labels(request.kind.value, outcome).inc()
         metrics.RECONCILE_SECONDS.labels(request.kind.value).observe(elapsed)

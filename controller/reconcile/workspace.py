@@ -8,16 +8,16 @@ the session is not launched on it.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import structlog
 
+from controller.domain import names
 from controller.domain import workspace as ws
 from controller.domain.models import AgentObject, Runtime, Workspace
-from controller.domain.refs import Request
 from controller.k8s import api, builders
 from controller.k8s.api import ApiError
+from controller.reconcile.passes import Pass
 from controller.reconcile.store import Store
 from controller.reconcile.writer import ForeignObjectError, Writer
 
@@ -48,48 +48,48 @@ class Workspaces:
         self._expandable: dict[str, tuple[float, bool]] = {}
 
     async def converge(
-        self, by: Request, agent: AgentObject, runtime: Runtime
+        self, pass_: Pass, agent: AgentObject, runtime: Runtime
     ) -> ws.WorkspaceView | None:
         """The agent's claim, created if absent and adjusted; None without a workspace."""
         workspace = runtime.workspace
         if workspace is None:
             return None  # a claim made earlier stays until the agent goes (its data is kept)
-        ns, name = agent.meta.namespace, builders.workspace_claim_name(agent.meta.name)
-        claim = self.store.get(api.PERSISTENT_VOLUME_CLAIMS, f"{ns}/{name}")
+        name = names.workspace_claim_name(agent.meta.name)
+        claim = self.store.get(api.PERSISTENT_VOLUME_CLAIMS, names.key(agent.meta.namespace, name))
         if claim is None:
             desired = builders.workspace_claim(agent, workspace)
-            claim, created = await self.writer.create(by, api.PERSISTENT_VOLUME_CLAIMS, desired)
+            claim, created = await self.writer.create(pass_, api.PERSISTENT_VOLUME_CLAIMS, desired)
             if created:
                 log.info("created workspace claim", agent=agent.meta.key, claim=name)
-        claim = await self._own(by, agent, workspace, claim)
+        claim = await self._own(pass_, agent, workspace, claim)
         change = ws.size_change(claim, workspace)
         message = ws.unchangeable(claim, workspace, change)
         if change is ws.SizeChange.GROW:
-            claim, refused = await self._grow(by, claim, workspace)
+            claim, refused = await self._grow(pass_, claim, workspace)
             message = "; ".join(m for m in (message, refused) if m)
         return ws.WorkspaceView(claim, workspace, message)
 
     async def _own(
-        self, by: Request, agent: AgentObject, workspace: Workspace, claim: dict[str, Any]
+        self, pass_: Pass, agent: AgentObject, workspace: Workspace, claim: dict[str, Any]
     ) -> dict[str, Any]:
         """The claim as the agent's, its owner as the reclaim policy says."""
         if workspace.reclaim_policy == "Delete":
             if _retained_by(claim, agent):  # was Retain: the agent owns it again
                 adopted = await self.writer.patch_at(
-                    by, api.PERSISTENT_VOLUME_CLAIMS, claim, builders.adoption(claim, agent)
+                    pass_, api.PERSISTENT_VOLUME_CLAIMS, claim, builders.adoption(claim, agent)
                 )
                 if adopted is None:
                     raise ForeignObjectError(CLAIM, claim, agent.meta.name)
                 return adopted
-            return await self.writer.own(by, api.PERSISTENT_VOLUME_CLAIMS, claim, agent, CLAIM)
+            return await self.writer.own(pass_, api.PERSISTENT_VOLUME_CLAIMS, claim, agent, CLAIM)
         if _retained_by(claim, agent):
             return claim
-        claim = await self.writer.own(by, api.PERSISTENT_VOLUME_CLAIMS, claim, agent, CLAIM)
+        claim = await self.writer.own(pass_, api.PERSISTENT_VOLUME_CLAIMS, claim, agent, CLAIM)
         kept = [
             r for r in claim["metadata"].get("ownerReferences") or [] if not r.get("controller")
         ]
         released = await self.writer.patch_at(
-            by, api.PERSISTENT_VOLUME_CLAIMS, claim, {"metadata": {"ownerReferences": kept}}
+            pass_, api.PERSISTENT_VOLUME_CLAIMS, claim, {"metadata": {"ownerReferences": kept}}
         )
         if released is None:
             raise ForeignObjectError(CLAIM, claim, agent.meta.name)
@@ -97,22 +97,23 @@ class Workspaces:
         return released
 
     async def _grow(
-        self, by: Request, claim: dict[str, Any], workspace: Workspace
+        self, pass_: Pass, claim: dict[str, Any], workspace: Workspace
     ) -> tuple[dict[str, Any], str]:
         """The claim asked for the larger size if its class allows expansion, else why not."""
         storage_class = str((claim.get("spec") or {}).get("storageClassName") or "")
-        if not await self._allows_expansion(storage_class):
+        if not await self._allows_expansion(storage_class, pass_.now.monotonic):
             return claim, ws.not_expandable(claim, workspace, storage_class)
         grown = await self.writer.patch_at(
-            by, api.PERSISTENT_VOLUME_CLAIMS, claim, ws.resize_patch(workspace)
+            pass_, api.PERSISTENT_VOLUME_CLAIMS, claim, ws.resize_patch(workspace)
         )
         log.info("growing workspace claim", claim=claim["metadata"]["name"], size=workspace.size)
         return grown or claim, ""
 
-    async def _allows_expansion(self, storage_class: str) -> bool:
+    async def _allows_expansion(self, storage_class: str, now: float) -> bool:
+        """Whether ``storage_class`` allows volume expansion (as read at most ``class_ttl``
+        seconds before ``now``, in monotonic seconds)."""
         if not storage_class:
             return False
-        now = time.monotonic()
         known = self._expandable.get(storage_class)
         if known is not None and now - known[0] < self.class_ttl:
             return known[1]

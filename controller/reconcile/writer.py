@@ -17,10 +17,12 @@ from controller.domain.refs import Request
 from controller.k8s import builders
 from controller.k8s.api import ApiError, Endpoint, KubeApi
 from controller.reconcile import metrics
+from controller.reconcile.passes import Pass
 
 Body = dict[str, Any]
 Sink = Callable[[Endpoint, Body, bool, Request], None]
-"""``sink(endpoint, body, deleted, by)``: where written versions go (the controller's intake)."""
+"""``sink(endpoint, body, deleted, by)``: where written versions go (the controller's intake),
+with the request whose pass wrote them."""
 
 
 class ForeignObjectError(ApiServerError):
@@ -62,7 +64,7 @@ class Writer:
     def _count(self, endpoint: Endpoint, verb: str) -> None:
         metrics.API_WRITES.labels(endpoint.plural, verb).inc()
 
-    async def create(self, by: Request, endpoint: Endpoint, body: Body) -> tuple[Body, bool]:
+    async def create(self, pass_: Pass, endpoint: Endpoint, body: Body) -> tuple[Body, bool]:
         """Create ``body``; if its name is taken, adopt what is there: ``(object, created)``.
 
         Raises the conflict if the object vanished again before it could be read.
@@ -76,14 +78,14 @@ class Writer:
             found = await self.api.get(endpoint, md.get("namespace", ""), md["name"])
             if found is None:
                 raise
-            self._sink(endpoint, found, False, by)
+            self._sink(endpoint, found, False, pass_.request)
             return found, False
         self._count(endpoint, "create")
-        self._sink(endpoint, written, False, by)
+        self._sink(endpoint, written, False, pass_.request)
         return written, True
 
     async def _update(
-        self, by: Request, endpoint: Endpoint, current: Body, send: Awaitable[Body]
+        self, pass_: Pass, endpoint: Endpoint, current: Body, send: Awaitable[Body]
     ) -> Body | None:
         """Send one update of ``current``, count it and write it through.
 
@@ -95,14 +97,14 @@ class Writer:
         except ApiError as exc:
             if not exc.not_found:
                 raise
-            self._sink(endpoint, current, True, by)
+            self._sink(endpoint, current, True, pass_.request)
             return None
         self._count(endpoint, "patch")
-        self._sink(endpoint, written, False, by)
+        self._sink(endpoint, written, False, pass_.request)
         return written
 
     async def patch_at(
-        self, by: Request, endpoint: Endpoint, current: Body, patch: Body
+        self, pass_: Pass, endpoint: Endpoint, current: Body, patch: Body
     ) -> Body | None:
         """Merge-patch ``current``, refused (409) unless it is still at its resourceVersion;
         None when it is gone."""
@@ -111,10 +113,10 @@ class Writer:
         send = self.api.merge_patch(
             endpoint, md.get("namespace", ""), md["name"], {**patch, "metadata": guard}
         )
-        return await self._update(by, endpoint, current, send)
+        return await self._update(pass_, endpoint, current, send)
 
     async def json_patch_at(
-        self, by: Request, endpoint: Endpoint, current: Body, ops: list[Body]
+        self, pass_: Pass, endpoint: Endpoint, current: Body, ops: list[Body]
     ) -> Body | None:
         """JSON-patch ``current``, refused (422) unless it is still at its resourceVersion;
         None when it is gone."""
@@ -122,17 +124,17 @@ class Writer:
         send = self.api.json_patch_at(
             endpoint, md.get("namespace", ""), md["name"], md["resourceVersion"], ops
         )
-        return await self._update(by, endpoint, current, send)
+        return await self._update(pass_, endpoint, current, send)
 
     async def replace_status(
-        self, by: Request, endpoint: Endpoint, current: Body, status: Body
+        self, pass_: Pass, endpoint: Endpoint, current: Body, status: Body
     ) -> Body | None:
         """Write the whole ``status`` of ``current``; None when it is gone."""
         md = current["metadata"]
         send = self.api.replace_status(endpoint, md.get("namespace", ""), md["name"], status)
-        return await self._update(by, endpoint, current, send)
+        return await self._update(pass_, endpoint, current, send)
 
-    async def delete_at(self, by: Request, endpoint: Endpoint, current: Body) -> bool:
+    async def delete_at(self, pass_: Pass, endpoint: Endpoint, current: Body) -> bool:
         """Delete exactly the incarnation and version of ``current``.
 
         False when it changed meanwhile (409: the next pass decides from what is there now) or
@@ -153,11 +155,11 @@ class Writer:
             return False
         if deleted:
             self._count(endpoint, "delete")
-        self._sink(endpoint, current, True, by)
+        self._sink(endpoint, current, True, pass_.request)
         return deleted
 
     async def own(
-        self, by: Request, endpoint: Endpoint, current: Body, agent: AgentObject, what: str
+        self, pass_: Pass, endpoint: Endpoint, current: Body, agent: AgentObject, what: str
     ) -> Body:
         """``current`` as ``agent``'s own object: as it is, adopted if it is an orphan of the
         agent's, or ForeignObjectError (it is never written)."""
@@ -165,26 +167,26 @@ class Writer:
             return current
         if not builders.adoptable(current, agent):
             raise ForeignObjectError(what, current, agent.meta.name)
-        adopted = await self.patch_at(by, endpoint, current, builders.adoption(current, agent))
+        adopted = await self.patch_at(pass_, endpoint, current, builders.adoption(current, agent))
         if adopted is None:
             raise ForeignObjectError(what, current, agent.meta.name)
         return adopted
 
-    async def confirm(self, by: Request, endpoint: Endpoint, current: Body) -> bool:
+    async def confirm(self, pass_: Pass, endpoint: Endpoint, current: Body) -> bool:
         """Whether ``current`` (that incarnation) still exists; if not, it leaves the view."""
         md = current["metadata"]
         found = await self.api.get(endpoint, md.get("namespace", ""), md["name"])
         if found is None or (found.get("metadata") or {}).get("uid") != md.get("uid"):
-            self._sink(endpoint, current, True, by)
+            self._sink(endpoint, current, True, pass_.request)
             return False
-        self._sink(endpoint, found, False, by)
+        self._sink(endpoint, found, False, pass_.request)
         return True
 
     async def reread(
-        self, by: Request, endpoint: Endpoint, namespace: str, name: str
+        self, pass_: Pass, endpoint: Endpoint, namespace: str, name: str
     ) -> Body | None:
         """Read one object again (after a refused write) and store it; None if gone."""
         found = await self.api.get(endpoint, namespace, name)
         if found is not None:
-            self._sink(endpoint, found, False, by)
+            self._sink(endpoint, found, False, pass_.request)
         return found

@@ -6,6 +6,7 @@ then write is tested against the real API server in tests/integration.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -23,10 +24,17 @@ from controller.k8s.api import (
     Endpoint,
 )
 from controller.reconcile import Controller
+from controller.reconcile.clock import Instant
+from controller.reconcile.passes import Pass
 from controller.reconcile.store import Tombstones
 from controller.reconcile.writer import StaleWriteError
 
 NS = "team"
+
+
+def pass_of(key: str, body: dict[str, Any] | None = None) -> Pass:
+    """A pass of the agent ``key`` (over ``body``, as observed)."""
+    return Pass.of(Request.agent(key), body or {}, Instant(0.0, datetime.now(UTC)))
 
 
 def body(
@@ -194,7 +202,7 @@ async def test_releasing_a_hold_never_forgets_the_next_holders_hold_of_the_same_
     c.observe(LEASES, hold(70, holder="a", uid="lease-1"))
     released = c.intake.holds.by_slot[(NS, "gh://1")]
     c.writer.api = _DeletesAfterAnotherCreate(c)  # type: ignore[assignment]
-    await c.holds.release(Request.agent(f"{NS}/a"), released)
+    await c.holds.release(pass_of(f"{NS}/a"), released)
     assert c.intake.holds.by_slot[(NS, "gh://1")].holder == f"{NS}/zed"
     assert c.intake.holds.by_holder.get("zed-uid") == {(NS, "gh://1")}
     assert "lease-1" in c.store.tombstones
@@ -229,7 +237,7 @@ async def test_a_session_write_response_never_replaces_a_newer_watched_version()
     agent = c.registry.agent(f"{NS}/r")
     assert agent is not None
     c.writer.api = _WatchOvertakesWrite(c)  # type: ignore[assignment]
-    await c.sessions.converge(Request.agent(f"{NS}/r"), agent, {})
+    await c.sessions.converge(pass_of(f"{NS}/r"), agent)
     # Caching the create's response (rv 10) would make the next guarded relaunch fail until
     # some unrelated event refreshed the StatefulSet.
     cached = c.store.get(STATEFUL_SETS, f"{NS}/r-session")
@@ -244,7 +252,7 @@ async def test_a_finalizer_write_response_never_hides_a_newer_spec() -> None:
     c.writer.api = _WatchOvertakesWrite(c)  # type: ignore[assignment]
     body_ = c.store.get(AGENTS, key)
     assert body_ is not None
-    await c.holds.ensure_finalizer(Request.agent(key), body_, present=True)
+    await c.holds.ensure_finalizer(pass_of(key, body_), body_, present=True)
     cached = c.store.get(AGENTS, key)
     assert cached is not None
     assert cached["metadata"]["resourceVersion"] == "21"
@@ -273,5 +281,5 @@ async def test_a_refused_relaunch_reads_the_workload_again_before_its_retry() ->
     desired = {"metadata": {"name": "r-session", "annotations": {}}, "spec": {"template": {}}}
     c.writer.api = _WorkloadChangedMeanwhile(body("StatefulSet", "r-session", {}, 14))  # type: ignore[assignment]
     with pytest.raises(StaleWriteError):
-        await c.sessions.relaunch(Request.agent(f"{NS}/r"), stale, desired)
+        await c.sessions.relaunch(pass_of(f"{NS}/r"), stale, desired)
     assert c.store.get(STATEFUL_SETS, f"{NS}/r-session")["metadata"]["resourceVersion"] == "14"  # type: ignore[index]

@@ -486,3 +486,32 @@ def test_handoff_visits_claimants_in_fair_order(
             world.check()
             world.snapshot()
     assert world.acquisitions == expected
+
+
+# ------------------------------------------------------------------------------ the hold Lease
+
+
+def test_a_hold_lease_reads_back_as_the_hold_it_was_written_from() -> None:
+    """One wire model both ways: the Lease a hold is written as (to create it, or to guard its
+    release) reads back as that hold; a Lease naming no URI or no holder is no hold."""
+    observed = Hold(
+        uri="gh://org/repo/issues/1",
+        holder="team/a",
+        holder_uid="a-uid",
+        name=hold_name("gh://org/repo/issues/1"),
+        resource_version="42",
+        uid="lease-uid",
+        namespace="bindery-system",
+    )
+    assert Hold.from_lease(observed.to_lease()) == observed
+    new = Hold(uri="gh://org/repo/issues/1", holder="team/a", holder_uid="a-uid")
+    lease = new.to_lease({"app.kubernetes.io/managed-by": "bindery"})
+    md = lease["metadata"]
+    assert (md["name"], md["namespace"]) == (hold_name(new.uri), "team")  # its holder's
+    assert "uid" not in md
+    assert "resourceVersion" not in md  # a create carries neither
+    assert md["finalizers"] == ["bindery.dev/hold"]
+    assert md["labels"] == {"app.kubernetes.io/managed-by": "bindery"}
+    assert Hold.from_lease(lease) == replace(new, name=hold_name(new.uri), namespace="team")
+    assert Hold.from_lease({**lease, "spec": {}}) is None
+    assert Hold.from_lease(None) is None

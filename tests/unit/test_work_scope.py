@@ -26,7 +26,7 @@ from controller.domain.work import (
 from controller.k8s import builders
 from controller.k8s.api import AGENTS, LEASES
 from controller.reconcile import Controller
-from controller.reconcile.index import HoldIndex, WantedIndex, hold_from, hold_problem
+from controller.reconcile.index import HoldIndex, WantedIndex, hold_problem
 from controller.runtime.exits import Exit
 from controller.runtime.operator import run
 from controller.runtime.preflight import PreflightError
@@ -249,7 +249,7 @@ def test_a_hold_in_the_hold_namespace_may_name_a_holder_of_any_namespace() -> No
     body = builders.work_hold(agent("team-a", "dev", URI), URI, namespace=CONTROL)
     body["metadata"]["uid"] = "lease-1"
     assert body["metadata"]["namespace"] == CONTROL
-    parsed = hold_from(body)
+    parsed = Hold.from_lease(body)
     assert parsed is not None
     assert parsed.namespace == CONTROL
     assert hold_problem(body, parsed, CONTROL) == ""

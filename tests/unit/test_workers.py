@@ -21,6 +21,7 @@ import structlog.testing
 from controller.domain.refs import Kind, Ref, Request
 from controller.k8s import api
 from controller.k8s.api import ApiError
+from controller.reconcile.passes import Pass
 from controller.reconcile.queue import WorkQueue
 from controller.reconcile.result import CHANGED, Result
 from controller.reconcile.store import Store
@@ -40,15 +41,15 @@ class Server:
     attempts: dict[str, int] = field(default_factory=dict)
     done: set[str] = field(default_factory=set)
 
-    async def reconcile(self, request: Request, body: dict[str, Any]) -> Result:
-        name = request.ref.name
+    async def reconcile(self, pass_: Pass) -> Result:
+        name = pass_.request.ref.name
         self.attempts[name] = self.attempts.get(name, 0) + 1
         if self.away:
             raise ApiError(self.status, "PATCH", f"/agentspecs/{name}", {"reason": "Away"})
         self.done.add(name)
         return CHANGED
 
-    async def gone(self, request: Request) -> None:
+    async def gone(self, pass_: Pass) -> None:
         return None
 
 
@@ -136,11 +137,11 @@ async def test_a_pass_that_alone_gets_no_answer_is_retried_at_the_probes_pace(
     once per probe interval, never in a loop."""
 
     class OneAway(Server):
-        async def reconcile(self, request: Request, body: dict[str, Any]) -> Result:
-            if request.ref.name != "stuck":
+        async def reconcile(self, pass_: Pass) -> Result:
+            if pass_.request.ref.name != "stuck":
                 self.attempts["others"] = self.attempts.get("others", 0) + 1
                 return Result(changed=True, requeue_after=0.005)  # busy: passes keep succeeding
-            return await super().reconcile(request, body)
+            return await super().reconcile(pass_)
 
     server = OneAway(status=0)
     workers = pool(server, ["stuck", "b", "c"], clock)
@@ -166,11 +167,11 @@ class Logs:
     def __init__(self, requeue_after: float | None) -> None:
         self.requeue_after = requeue_after
 
-    async def reconcile(self, request: Request, body: dict[str, Any]) -> Result:
+    async def reconcile(self, pass_: Pass) -> Result:
         structlog.get_logger("bindery.test").info("converging")
         return Result(changed=False, requeue_after=self.requeue_after)
 
-    async def gone(self, request: Request) -> None:
+    async def gone(self, pass_: Pass) -> None:
         return None
 
 

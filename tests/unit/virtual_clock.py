@@ -1,7 +1,8 @@
 """A virtual clock for unit tests: time moves only when the test moves it, never on its own.
 
 It stands in for ``controller.reconcile.clock.LoopClock`` wherever the reconcile layer waits
-(backoff, requeues, the probe, the sweep's settling, catching up). :meth:`VirtualClock.advance`
+(backoff, requeues, the probe, the sweep's settling, catching up) or tells the wall time (status
+stamps, idle, grace and acknowledgement periods). :meth:`VirtualClock.advance`
 fires the timers due in order, letting the event loop run what each one wakes; no test using
 it sleeps on the wall clock.
 """
@@ -13,6 +14,7 @@ import heapq
 import itertools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -32,16 +34,27 @@ class VirtualTimer:
         return self.at
 
 
-class VirtualClock:
-    """Monotonic seconds that advance only through :meth:`advance`, :meth:`run` or :meth:`until`."""
+WALL_START = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+"""The wall time a virtual clock starts at."""
 
-    def __init__(self, start: float = 1000.0) -> None:
+
+class VirtualClock:
+    """Monotonic seconds and a wall time that advance together, only through :meth:`advance`,
+    :meth:`run` or :meth:`until` (so idle, grace and acknowledgement periods pass in tests
+    without anyone writing old timestamps into status)."""
+
+    def __init__(self, start: float = 1000.0, wall: datetime = WALL_START) -> None:
+        self._start = start
         self._now = start
+        self._wall = wall
         self._timers: list[VirtualTimer] = []
         self._seq = itertools.count()
 
     def now(self) -> float:
         return self._now
+
+    def wall(self) -> datetime:
+        return self._wall + timedelta(seconds=self._now - self._start)
 
     def call_at(self, when: float, callback: Callable[[], None]) -> VirtualTimer:
         timer = VirtualTimer(when, next(self._seq), callback)

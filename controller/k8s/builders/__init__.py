@@ -16,11 +16,17 @@ from controller.domain.launch import (
     LAUNCHED_AT_ANNOTATION,
     TRAJECTORY_HASH_ANNOTATION,
 )
+from controller.domain.names import (
+    bindings_config_map_name,
+    session_name,
+    session_service_account_name,
+    workspace_claim_name,
+)
+from controller.domain.work import HOLD_FINALIZER, HOLDER_UID_ANNOTATION, URI_ANNOTATION
 from controller.k8s.builders.bindings import (
     BINDINGS_ENV,
     BINDINGS_MOUNT,
     bindings_config_map,
-    bindings_config_map_name,
 )
 from controller.k8s.builders.common import (
     AGENT_LABEL,
@@ -34,16 +40,10 @@ from controller.k8s.builders.common import (
     owner_of,
 )
 from controller.k8s.builders.events import event
-from controller.k8s.builders.holds import (
-    HOLD_FINALIZER,
-    HOLDER_UID_ANNOTATION,
-    URI_ANNOTATION,
-    work_hold,
-)
+from controller.k8s.builders.holds import work_hold
 from controller.k8s.builders.session import (
     launched_from,
     launched_from_pod,
-    session_name,
     session_pod_of,
     session_workload,
 )
@@ -56,9 +56,8 @@ from controller.k8s.builders.sidecar import (
     session_role,
     session_role_binding,
     session_service_account,
-    session_service_account_name,
 )
-from controller.k8s.builders.workspace import workspace_claim, workspace_claim_name
+from controller.k8s.builders.workspace import workspace_claim
 
 __all__ = [
     "AGENT_LABEL",

@@ -8,15 +8,12 @@ from typing import Any
 from controller.domain import rules
 from controller.domain.delivery import BINDINGS_FILE
 from controller.domain.models import AgentObject
+from controller.domain.names import bindings_config_map_name
 from controller.k8s.builders.common import agent_labels, owner_reference
 
 BINDINGS_MOUNT = rules.BINDINGS_MOUNT
 BINDINGS_VOLUME = rules.BINDINGS_VOLUME
 BINDINGS_ENV = "BINDERY_BINDINGS_FILE"
-
-
-def bindings_config_map_name(agent_name: str) -> str:
-    return f"{agent_name}-bindings"
 
 
 def bindings_config_map(agent: AgentObject, rendered: str) -> dict[str, Any]:

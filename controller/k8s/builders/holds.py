@@ -5,12 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from controller.domain.models import AgentObject
-from controller.domain.work import hold_name
+from controller.domain.work import Hold
 from controller.k8s.builders.common import COMPONENT_LABEL, MANAGED_BY, MANAGER
-
-HOLD_FINALIZER = "bindery.dev/hold"
-URI_ANNOTATION = "bindery.dev/uri"
-HOLDER_UID_ANNOTATION = "bindery.dev/holder-uid"
 
 
 def work_hold(agent: AgentObject, uri: str, *, namespace: str = "") -> dict[str, Any]:
@@ -29,15 +25,5 @@ def work_hold(agent: AgentObject, uri: str, *, namespace: str = "") -> dict[str,
 
     It lives in ``namespace`` (the cluster work scope's hold namespace), else in its holder's.
     """
-    return {
-        "apiVersion": "coordination.k8s.io/v1",
-        "kind": "Lease",
-        "metadata": {
-            "name": hold_name(uri),
-            "namespace": namespace or agent.meta.namespace,
-            "labels": {MANAGED_BY: MANAGER, COMPONENT_LABEL: "work-hold"},
-            "annotations": {URI_ANNOTATION: uri, HOLDER_UID_ANNOTATION: agent.meta.uid},
-            "finalizers": [HOLD_FINALIZER],
-        },
-        "spec": {"holderIdentity": agent.meta.key},
-    }
+    hold = Hold(uri, agent.meta.key, agent.meta.uid, namespace=namespace or agent.meta.namespace)
+    return hold.to_lease({MANAGED_BY: MANAGER, COMPONENT_LABEL: "work-hold"})

@@ -15,12 +15,12 @@ from controller.domain.launch import (
     launched_from_annotations,
 )
 from controller.domain.models import AgentObject, Runtime
-from controller.k8s.builders.bindings import (
-    BINDINGS_ENV,
-    BINDINGS_MOUNT,
-    BINDINGS_VOLUME,
+from controller.domain.names import (
     bindings_config_map_name,
+    session_name,
+    session_service_account_name,
 )
+from controller.k8s.builders.bindings import BINDINGS_ENV, BINDINGS_MOUNT, BINDINGS_VOLUME
 from controller.k8s.builders.common import (
     AGENT_LABEL,
     COMPONENT_LABEL,
@@ -34,13 +34,8 @@ from controller.k8s.builders.sidecar import (
     SessionDelivery,
     delivery_sidecar,
     delivery_volumes,
-    session_service_account_name,
 )
 from controller.k8s.builders.workspace import WORKSPACE_ENV, mount_workspace
-
-
-def session_name(agent_name: str) -> str:
-    return f"{agent_name}-session"
 
 
 def session_workload(

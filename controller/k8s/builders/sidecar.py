@@ -9,11 +9,13 @@ from typing import Any
 from controller.domain import acknowledgement as ack
 from controller.domain.delivery import BINDINGS_FILE
 from controller.domain.models import AgentObject
-from controller.k8s.builders.bindings import (
-    BINDINGS_MOUNT,
-    BINDINGS_VOLUME,
+from controller.domain.names import (
+    ack_lease_name,
     bindings_config_map_name,
+    session_role_name,
+    session_service_account_name,
 )
+from controller.k8s.builders.bindings import BINDINGS_MOUNT, BINDINGS_VOLUME
 from controller.k8s.builders.common import agent_labels, owner_reference
 from controller.k8s.builders.settings import RESTRICTED_CONTAINER_SECURITY
 
@@ -39,16 +41,6 @@ class SessionDelivery:
     delivery sidecar's image (the controller's own)."""
 
     image: str
-
-
-def session_service_account_name(agent_name: str) -> str:
-    """The ServiceAccount a session runs as when neither its runtime nor the installation
-    names one: it holds only the delivery sidecar's rights."""
-    return f"{agent_name}-session"
-
-
-def session_role_name(agent_name: str) -> str:
-    return f"bindery-session-{agent_name}"
 
 
 def delivery_volumes(config_map: dict[str, Any]) -> list[dict[str, Any]]:
@@ -94,7 +86,7 @@ def delivery_sidecar(agent: AgentObject, delivery: SessionDelivery) -> dict[str,
         "command": ["bindery", "deliver"],
         "args": [
             f"--config-map={bindings_config_map_name(agent.meta.name)}",
-            f"--lease={ack.ack_lease_name(agent.meta.name)}",
+            f"--lease={ack_lease_name(agent.meta.name)}",
             f"--seed={SEED_MOUNT}/{BINDINGS_FILE}",
             f"--out={bindings}",
             f"--ack-file={ack.ACK_MOUNT}/{ack.ACK_FILE}",
@@ -177,7 +169,7 @@ def session_role(agent: AgentObject) -> dict[str, Any]:
             {
                 "apiGroups": ["coordination.k8s.io"],
                 "resources": ["leases"],
-                "resourceNames": [ack.ack_lease_name(agent.meta.name)],
+                "resourceNames": [ack_lease_name(agent.meta.name)],
                 "verbs": ["get", "patch"],
             },
         ],
@@ -212,7 +204,7 @@ def acknowledgement_lease(agent: AgentObject) -> dict[str, Any]:
         "apiVersion": "coordination.k8s.io/v1",
         "kind": "Lease",
         "metadata": {
-            "name": ack.ack_lease_name(agent.meta.name),
+            "name": ack_lease_name(agent.meta.name),
             "namespace": agent.meta.namespace,
             "labels": agent_labels(agent, "session-ack"),
             "ownerReferences": [owner_reference(agent)],

@@ -5,14 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from controller.domain.models import AgentObject, Workspace
+from controller.domain.names import workspace_claim_name
 from controller.k8s.builders.common import agent_labels, owner_reference
 
 WORKSPACE_VOLUME = "bindery-workspace"
 WORKSPACE_ENV = "BINDERY_WORKSPACE"
-
-
-def workspace_claim_name(agent_name: str) -> str:
-    return f"{agent_name}-workspace"
 
 
 def workspace_claim(agent: AgentObject, workspace: Workspace) -> dict[str, Any]:

@@ -1,0 +1,61 @@
+"""Agent pass steps 7 and 8 (status, events): status says what the pass saw, even when the API
+server refused it, and the gauges follow."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client import REGISTRY
+
+from controller.domain.refs import Request
+from controller.k8s import api
+from controller.k8s.api import ApiError
+from controller.reconcile.writer import ForeignObjectError
+from tests.unit.agent_pass_world import (
+    NS,
+    agent,
+    run,
+    world,
+)
+
+
+async def test_a_pass_the_api_server_refuses_still_writes_status() -> None:
+    c, fake = world(agent("a"))
+    fake.refuse = {("create", "configmaps", "a-bindings"): 422}
+    with pytest.raises(ApiError):
+        await c.process(Request.agent(f"{NS}/a"))
+    st = c.store.get(api.AGENTS, f"{NS}/a")["status"]  # type: ignore[index]
+    stalled = next(x for x in st["conditions"] if x["type"] == "Stalled")
+    assert stalled["status"] == "True"
+    assert stalled["reason"] == "ApiRejected"
+    assert "configmaps" in stalled["message"]
+    assert "HTTP 422" in stalled["message"]
+
+
+async def test_an_object_that_is_not_bindery_s_is_never_written() -> None:
+    c, fake = world(agent("a"))
+    fake.seed(
+        api.CONFIG_MAPS,
+        {"metadata": {"name": "a-bindings", "namespace": NS}, "data": {"theirs": "1"}},
+    )
+    with pytest.raises(ForeignObjectError):
+        await c.process(Request.agent(f"{NS}/a"))
+    assert fake.objects[("configmaps", NS, "a-bindings")]["data"] == {"theirs": "1"}
+    ready = next(
+        x
+        for x in c.store.get(api.AGENTS, f"{NS}/a")["status"]["conditions"]  # type: ignore[index]
+        if x["type"] == "Ready"
+    )
+    assert ready["reason"] == "ForeignObject"
+
+
+async def test_the_state_gauges_carry_the_namespace() -> None:
+    def idle_here() -> float:
+        value = REGISTRY.get_sample_value("bindery_agents", {"namespace": NS, "state": "Idle"})
+        return value or 0.0
+
+    before = idle_here()
+    c, fake = world(agent("a"))
+    await run(c, "a")
+    assert idle_here() == before + 1
+    c.observe(api.AGENTS, fake.objects[("agentspecs", NS, "a")], deleted=True)
+    assert idle_here() == before
