@@ -19,6 +19,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from controller.domain.models import WORK_ROLE
 from controller.domain.results import AgentResolution, BindingState, DirectResult
 from controller.domain.work import (
     Claim,
@@ -29,8 +30,6 @@ from controller.domain.work import (
     in_scope,
     plan_work,
 )
-
-WORK_ROLE = "work"
 
 
 def claim_from(agent_key: str, agent_status: Mapping[str, Any], uri: str) -> Claim:

@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
 
 import aiohttp
 from kubernetes import client, config
+from multidict import CIMultiDict
 from yarl import URL
 
 from controller import __version__
@@ -184,8 +185,11 @@ class KubeApi:
         *,
         connections: int = 16,
         clock: Callable[[], float] = time.monotonic,
+        headers: Sequence[tuple[str, str]] = (),
     ) -> None:
         self._config: client.Configuration = api_client.configuration
+        self._headers = list(headers)
+        """Sent with every request (a header may repeat: impersonation's Impersonate-Group)."""
         self._clock = clock
         self._connections = connections
         self._session: aiohttp.ClientSession | None = None
@@ -200,7 +204,7 @@ class KubeApi:
             tls = _ssl_context(self._config) if host.startswith("https:") else False
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=self._connections, ssl=tls),
-                headers={"User-Agent": USER_AGENT},
+                headers=CIMultiDict([("User-Agent", USER_AGENT), *self._headers]),
                 timeout=self._timeout,
             )
         return self._session

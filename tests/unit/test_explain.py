@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from controller.cli import why_text
 from controller.domain import explain as ex
 from controller.domain.launch import launched_from_annotations, trajectory_hash
 from controller.domain.models import Runtime
@@ -115,7 +116,9 @@ def pod(generation: int) -> dict[str, Any]:
     }
 
 
-HOLD = Hold(uri=ISSUE, holder=f"{NS}/dev", holder_uid="uid-dev", name="bindery-work-x")
+HOLD = Hold(
+    uri=ISSUE, holder=f"{NS}/dev", holder_uid="uid-dev", name="bindery-work-x", namespace=NS
+)
 RIVALS = [
     agent("late", status={"work": {"uri": ISSUE, "held": False, "since": "2026-11-30T12:05:00Z"}}),
     agent("early", status={"work": {"uri": ISSUE, "held": False, "since": "2026-11-30T12:01:00Z"}}),
@@ -209,7 +212,7 @@ def test_an_agent_whose_spec_does_not_parse() -> None:
     doc = ex.explain(observed(agent=bad))
     assert doc["state"] == "Error"
     assert "relaunchGeneration" in doc["specError"]
-    assert "spec rejected" in ex.render_text(doc)
+    assert "spec rejected" in why_text.render_text(doc)
 
 
 def test_the_last_events_newest_last() -> None:
@@ -238,12 +241,12 @@ def test_golden(case: str) -> None:
         doc = ex.explain(
             observed(agent=agent("dev", resources=[], tools=[], runtime=None), events=[])
         )
-    for suffix, text in (("json", ex.to_json(doc)), ("txt", ex.render_text(doc))):
+    for suffix, text in (("json", why_text.to_json(doc)), ("txt", why_text.render_text(doc))):
         path = GOLDEN / f"why_{case}.{suffix}"
         if UPDATE:
             path.write_text(text)
         assert text == path.read_text(), f"{path.name} differs; see the module docstring"
-    json.loads(ex.to_json(doc))
+    json.loads(why_text.to_json(doc))
 
 
 def test_the_text_says_what_the_controller_wrote_and_what_needs_attention() -> None:
@@ -285,7 +288,7 @@ def test_the_text_says_what_the_controller_wrote_and_what_needs_attention() -> N
             "notice": "LaunchUnknown",
         },
     }
-    text = ex.render_text(doc)
+    text = why_text.render_text(doc)
     assert (
         "  controller: state Idle, Ready=False WaitingForWork at generation 2 "
         "(behind: generation 3)"
@@ -341,7 +344,7 @@ def test_why_shows_the_grant_that_shares_a_resource_of_another_namespace() -> No
     (row,) = doc["bindings"]
     assert row["state"] == "Bound"
     assert row["resource"]["grant"] == "local/share-config"
-    assert "shared by ResourceGrant local/share-config" in ex.render_text(doc)
+    assert "shared by ResourceGrant local/share-config" in why_text.render_text(doc)
 
     unlabelled = ex.explain(observed(**{**shared.__dict__, "namespace_labels": {}}))
     (refused,) = unlabelled["bindings"]
