@@ -187,8 +187,7 @@ def gather_work(
     stuck: list[str] = []
     for key in sorted(bodies) if uri else []:
         other = registry.agent(key)
-        wants = other.spec.work() if other is not None else None
-        if wants is None or wants.uri != uri:
+        if other is None or (wants := other.spec.work()) is None or wants.uri != uri:
             continue
         if observed.scope is WorkScope.NAMESPACE and other.meta.namespace != agent.meta.namespace:
             continue

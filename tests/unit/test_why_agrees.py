@@ -17,8 +17,8 @@ import pytest
 
 from controller.cli.why_text import render_text
 from controller.domain import explain as ex
-from controller.domain.refs import Request
 from controller.domain.models import parse_object
+from controller.domain.refs import Request
 from controller.domain.work import WorkPlan, WorkScope
 from controller.k8s import api, builders
 from controller.reconcile import Controller
@@ -95,11 +95,7 @@ WORLDS = [
     World(
         "a deleting hold: its holder lets go, the waiter still waits for it",
         (A, B),
-        (
-            lease(
-                A, deletionTimestamp="2026-12-01T12:00:00Z", finalizers=[builders.HOLD_FINALIZER]
-            ),
-        ),
+        (lease(A, deletionTimestamp="2026-12-01T12:00:00Z", finalizers=[builders.HOLD_FINALIZER]),),
         expect={"team/a": ("Idle", ""), "team/b": ("Waiting", "team/a")},
     ),
     World(
