@@ -90,7 +90,11 @@ class WorkHolds:
         work = work_result(resolution)
         desired = desired_uri(resolution, own)
         letting_go = any(h.deleting for h in own)  # its namespace is going away
-        if not letting_go and self.wanted.block(agent.meta.key, blocked(resolution)) and work:
+        if (
+            not letting_go
+            and self.wanted.block(agent.meta.key, blocked(resolution))
+            and work is not None
+        ):
             # It left (or joined) the line for its URI: the others' order changed.
             self._wake_claimants(agent.meta.namespace, work.uri, but=agent.meta.key)
         world = WorkWorld(
