@@ -40,9 +40,10 @@ def add_why_parser(sub: Any, run: Callable[[argparse.Namespace], int]) -> None:
     why.add_argument(
         "--work-scope",
         choices=["namespace", "cluster"],
-        default="namespace",
-        help="the controller's --work-scope (default namespace): whose holds and claimants "
-        "count for the agent's work URI",
+        default=None,
+        help="the controller's --work-scope: whose holds and claimants count for the agent's "
+        "work URI (default: read from the holds; cluster when one lives outside its holder's "
+        "namespace)",
     )
     why.add_argument(
         "--work-hold-namespace",

@@ -58,12 +58,25 @@ from controller.runtime.preflight import PreflightError, load_client
 
 @dataclass(frozen=True)
 class Scope:
-    """The controller's work scope, as ``why`` is told it (the controller's own flags)."""
+    """The controller's work scope, as ``why`` is told it (the controller's own flags), or as
+    it reads it from the holds."""
 
-    work: WorkScope = WorkScope.NAMESPACE
+    work: WorkScope | None = None
+    """None: inferred from the holds (see :func:`inferred`)."""
     hold_namespace: str = ""
-    """Where cluster-scope holds live ("" : accept a hold anywhere its holder's namespace is
+    """Where cluster-scope holds live ("": accept a hold anywhere its holder's namespace is
     not, as the controller accepts them in its hold namespace)."""
+
+    def inferred(self, holds: list[Hold]) -> Scope:
+        """The scope, inferred when it was not given: the controller creates a hold outside
+        its holder's namespace only in the cluster scope (in its hold namespace), so a hold
+        there says the scope is ``cluster`` (until a switch back has moved every hold)."""
+        if self.work is not None:
+            return self
+        away = sorted(h.namespace for h in holds if h.namespace != h.holder.rpartition("/")[0])
+        if not away:
+            return Scope(WorkScope.NAMESPACE, self.hold_namespace)
+        return Scope(WorkScope.CLUSTER, self.hold_namespace or max(set(away), key=away.count))
 
 
 async def _everywhere(kube: KubeApi, endpoint: Endpoint, namespace: str) -> list[dict[str, Any]]:
@@ -135,6 +148,8 @@ async def gather(
     agent.setdefault("apiVersion", "bindery.dev/v1alpha1")
     agent.setdefault("kind", "AgentSpec")
     session = session_name(name)
+    holds = await _holds(kube, namespace, scope)
+    scope = scope.inferred(holds)
     # The agent's line: its namespace's agents, or (cluster scope) every namespace's it can read.
     line = (
         _listed(kube, AGENTS, namespace)
@@ -148,7 +163,6 @@ async def gather(
         kube.list_all(TOOLS, namespace),
         line,
     )
-    holds = await _holds(kube, namespace, scope)
     workload = await kube.get(STATEFUL_SETS, namespace, session)
     pod = await kube.get(PODS, namespace, f"{session}-0")
     if pod is not None and not session_pod_of(pod, name):
@@ -175,7 +189,7 @@ async def gather(
         events=list(events.get("items") or []),
         grants=grants,
         namespace_labels=labels,
-        scope=scope.work,
+        scope=scope.work or WorkScope.NAMESPACE,
         hold_namespace=scope.hold_namespace,
         now=datetime.now(UTC),
     )
@@ -253,7 +267,8 @@ def run_why(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return Exit.USAGE
-    scope = Scope(WorkScope(args.work_scope), args.work_hold_namespace or "")
+    given = WorkScope(args.work_scope) if args.work_scope else None
+    scope = Scope(given, args.work_hold_namespace or "")
 
     async def main() -> Observed | None:
         kube = KubeApi(api, connections=8, headers=who.headers())

@@ -15,11 +15,12 @@ from typing import Any
 
 import pytest
 
+from controller.cli.why import Scope
 from controller.cli.why_text import render_text
 from controller.domain import explain as ex
 from controller.domain.models import parse_object
 from controller.domain.refs import Request
-from controller.domain.work import WorkPlan, WorkScope
+from controller.domain.work import Hold, WorkPlan, WorkScope
 from controller.k8s import api, builders
 from controller.reconcile import Controller
 from controller.reconcile.index import hold_from
@@ -304,3 +305,12 @@ async def test_why_says_what_status_says_for_a_suspended_session() -> None:
     text = render_text(doc)
     assert "  suspended: idle for 30 s or more" in text
     assert "PodNotCreated" not in text
+
+
+def test_why_reads_the_work_scope_from_the_holds_unless_told() -> None:
+    here = Hold(uri=X, holder="team/a", holder_uid="u", namespace="team")
+    away = Hold(uri=X, holder="other/d", holder_uid="v", namespace=HOLDS_NS)
+    assert Scope().inferred([here]) == Scope(WorkScope.NAMESPACE)
+    assert Scope().inferred([here, away]) == Scope(WorkScope.CLUSTER, HOLDS_NS)
+    told = Scope(WorkScope.NAMESPACE, HOLDS_NS)
+    assert told.inferred([away]) is told
