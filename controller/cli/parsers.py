@@ -22,4 +22,33 @@ def add_why_parser(sub: Any, run: Callable[[argparse.Namespace], int]) -> None:
     why.add_argument(
         "-o", "--output", choices=["text", "json"], default="text", help="text (default) or json"
     )
+    why.add_argument(
+        "--as",
+        dest="impersonate",
+        metavar="USER",
+        default=None,
+        help="read as this user (kubectl's --as; default: the kubeconfig user's 'as', if any)",
+    )
+    why.add_argument(
+        "--as-group",
+        dest="impersonate_groups",
+        metavar="GROUP",
+        action="append",
+        default=None,
+        help="with --as, impersonate this group too (repeatable; kubectl's --as-group)",
+    )
+    why.add_argument(
+        "--work-scope",
+        choices=["namespace", "cluster"],
+        default=None,
+        help="the controller's --work-scope: whose holds and claimants count for the agent's "
+        "work URI (default: read from the holds; cluster when one lives outside its holder's "
+        "namespace)",
+    )
+    why.add_argument(
+        "--work-hold-namespace",
+        metavar="NAMESPACE",
+        default=None,
+        help="the controller's --work-hold-namespace (where cluster-scope holds live)",
+    )
     why.set_defaults(func=run)

@@ -12,14 +12,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes import config
 
 from controller.cli.exits import Exit
 from controller.cli.parsers import add_why_parser
-from controller.domain.explain import Observed, explain, render_text, to_json
-from controller.domain.work import Hold
+from controller.cli.why_text import render_text, to_json
+from controller.domain.acknowledgement import ack_lease_name
+from controller.domain.explain import Observed, explain
+from controller.domain.work import Hold, WorkScope
 from controller.k8s.api import (
     AGENTS,
     CORE_EVENTS,
@@ -33,41 +38,50 @@ from controller.k8s.api import (
     TOOLS,
     ApiError,
     Endpoint,
+    ImpersonatingClient,
+    Impersonation,
     KubeApi,
 )
 from controller.k8s.builders import (
-    AGENT_LABEL,
     COMPONENT_LABEL,
-    HOLDER_UID_ANNOTATION,
     MANAGED_BY,
     MANAGER,
-    URI_ANNOTATION,
+    has_delivery_sidecar,
     session_name,
+    session_pod_of,
 )
+from controller.reconcile.index import hold_problem
 from controller.runtime import logs
 from controller.runtime.preflight import PreflightError, load_client
 
 
-def _hold(body: dict[str, Any]) -> Hold | None:
-    md = body.get("metadata") or {}
-    ann = md.get("annotations") or {}
-    uri, holder_uid = ann.get(URI_ANNOTATION), ann.get(HOLDER_UID_ANNOTATION)
-    holder = (body.get("spec") or {}).get("holderIdentity")
-    if not uri or not holder_uid or not holder:
-        return None
-    return Hold(
-        uri=uri,
-        holder=holder,
-        holder_uid=holder_uid,
-        name=md.get("name", ""),
-        resource_version=md.get("resourceVersion", ""),
-        uid=md.get("uid", ""),
-    )
+@dataclass(frozen=True)
+class Scope:
+    """The controller's work scope, as ``why`` is told it (the controller's own flags), or as
+    it reads it from the holds."""
+
+    work: WorkScope | None = None
+    """None: inferred from the holds (see :func:`inferred`)."""
+    hold_namespace: str = ""
+    """Where cluster-scope holds live ("": accept a hold anywhere its holder's namespace is
+    not, as the controller accepts them in its hold namespace)."""
+
+    def inferred(self, holds: list[Hold]) -> Scope:
+        """The scope, inferred when it was not given: the controller creates a hold outside
+        its holder's namespace only in the cluster scope (in its hold namespace), so a hold
+        there says the scope is ``cluster`` (until a switch back has moved every hold)."""
+        if self.work is not None:
+            return self
+        away = sorted(h.namespace for h in holds if h.namespace != h.holder.rpartition("/")[0])
+        if not away:
+            return Scope(WorkScope.NAMESPACE, self.hold_namespace)
+        return Scope(WorkScope.CLUSTER, self.hold_namespace or max(set(away), key=away.count))
 
 
 async def _everywhere(kube: KubeApi, endpoint: Endpoint, namespace: str) -> list[dict[str, Any]]:
-    """Every Resource (or ResourceGrant): static slots, parameters and selectors may reach
-    another namespace's, by its grant. Only the agent's namespace when listing all is forbidden."""
+    """Every object of ``endpoint``: static slots, parameters and selectors may reach another
+    namespace's Resource, by its grant. Only the agent's namespace when listing all is
+    forbidden."""
     try:
         return await kube.list_all(endpoint)
     except ApiError as exc:
@@ -88,27 +102,44 @@ async def _namespace_labels(kube: KubeApi, namespace: str) -> dict[str, str] | N
     return {str(k): str(v) for k, v in labels.items()}
 
 
-async def _holds(kube: KubeApi, namespace: str) -> list[Hold]:
-    """The work holds that can concern an agent of ``namespace``: those in its namespace, and
-    those of the cluster-wide work scope (a hold in the controller's namespace whose holder is
-    in another namespace); only the agent's namespace when listing all is forbidden."""
+def _counts(body: dict[str, Any], hold: Hold | None, scope: Scope) -> bool:
+    """Whether the controller counts this Lease as a hold (as its intake does)."""
+    if hold is None:
+        return False
+    if scope.hold_namespace:
+        return not hold_problem(body, hold, scope.hold_namespace)
+    # The hold namespace was not given: a hold outside its holder's namespace is taken to be
+    # in it (only the controller creates holds there).
+    return not hold_problem(body, hold, hold.namespace)
+
+
+async def _holds(kube: KubeApi, namespace: str, scope: Scope) -> list[Hold]:
+    """The work holds that can concern an agent of ``namespace``: every hold the controller
+    counts (its namespace's when listing all is forbidden)."""
     selector = f"{MANAGED_BY}={MANAGER},{COMPONENT_LABEL}=work-hold"
-    try:
-        leases = await kube.list_all(LEASES, label_selector=selector)
-    except ApiError as exc:
-        if exc.status != 403:
-            raise
-        leases = await kube.list_all(LEASES, namespace, label_selector=selector)
+    leases = await _listed(kube, LEASES, namespace, selector)
     holds = []
     for body in leases:
-        hold = _hold(body)
-        where = (body.get("metadata") or {}).get("namespace", "")
-        if hold is not None and (where == namespace or not hold.holder.startswith(f"{where}/")):
+        hold = Hold.from_lease(body)
+        if hold is not None and _counts(body, hold, scope):
             holds.append(hold)
     return holds
 
 
-async def gather(kube: KubeApi, namespace: str, name: str) -> Observed | None:
+async def _listed(
+    kube: KubeApi, endpoint: Endpoint, namespace: str, selector: str = ""
+) -> list[dict[str, Any]]:
+    try:
+        return await kube.list_all(endpoint, label_selector=selector)
+    except ApiError as exc:
+        if exc.status != 403:
+            raise
+        return await kube.list_all(endpoint, namespace, label_selector=selector)
+
+
+async def gather(
+    kube: KubeApi, namespace: str, name: str, scope: Scope = Scope()
+) -> Observed | None:
     """The live objects ``bindery why`` explains; None when the agent does not exist."""
     agent = await kube.get(AGENTS, namespace, name)
     if agent is None:
@@ -116,38 +147,60 @@ async def gather(kube: KubeApi, namespace: str, name: str) -> Observed | None:
     agent.setdefault("apiVersion", "bindery.dev/v1alpha1")
     agent.setdefault("kind", "AgentSpec")
     session = session_name(name)
-    types, resources, grants, tools, agents, pods = await asyncio.gather(
+    holds = await _holds(kube, namespace, scope)
+    scope = scope.inferred(holds)
+    # The agent's line: its namespace's agents, or (cluster scope) every namespace's it can read.
+    line = (
+        _listed(kube, AGENTS, namespace)
+        if scope.work is WorkScope.CLUSTER
+        else kube.list_all(AGENTS, namespace)
+    )
+    types, resources, grants, tools, agents = await asyncio.gather(
         kube.list_all(RESOURCE_TYPES),
         _everywhere(kube, RESOURCES, namespace),
         _everywhere(kube, RESOURCE_GRANTS, namespace),
         kube.list_all(TOOLS, namespace),
-        kube.list_all(AGENTS, namespace),
-        kube.list_all(PODS, namespace, label_selector=f"{AGENT_LABEL}={name}"),
+        line,
     )
-    holds = await _holds(kube, namespace)
     workload = await kube.get(STATEFUL_SETS, namespace, session)
+    pod = await kube.get(PODS, namespace, f"{session}-0")
+    if pod is not None and not session_pod_of(pod, name):
+        pod = None  # a pod by that name that the session's StatefulSet did not make
+    ack_lease = await kube.get(LEASES, namespace, ack_lease_name(name))
     labels = await _namespace_labels(kube, namespace)
     events = await kube.request(
         "GET",
         CORE_EVENTS.path(namespace),
         query=[("fieldSelector", f"involvedObject.name={name},involvedObject.kind=AgentSpec")],
     )
-    pod = next(
-        (p for p in pods if (p.get("metadata") or {}).get("name", "").startswith(session)), None
-    )
+    me = (agent.get("metadata") or {}).get("uid")
     return Observed(
         agent=agent,
         types=types,
         resources=resources,
         tools=tools,
-        agents=[a for a in agents if (a.get("metadata") or {}).get("name") != name],
+        agents=[a for a in agents if (a.get("metadata") or {}).get("uid") != me],
         holds=holds,
         session=workload,
         pod=pod,
+        acknowledging=pod is not None and has_delivery_sidecar(pod),
+        ack_lease=ack_lease,
         events=list(events.get("items") or []),
         grants=grants,
         namespace_labels=labels,
+        scope=scope.work or WorkScope.NAMESPACE,
+        hold_namespace=scope.hold_namespace,
+        now=datetime.now(UTC),
     )
+
+
+def impersonate(api: ImpersonatingClient, user: str | None, groups: Sequence[str] | None) -> None:
+    """``--as``/``--as-group`` over the kubeconfig's ``as``/``as-groups`` (as kubectl does: the
+    flags replace it); without flags, ``api`` keeps the kubeconfig user's own impersonation."""
+    if user:
+        api.impersonation = Impersonation(user=user, groups=tuple(groups or ()))
+    elif groups:
+        raise ValueError("--as-group needs --as (the user to impersonate)")
 
 
 def _namespace(explicit: str | None) -> str:
@@ -164,14 +217,20 @@ def run_why(args: argparse.Namespace) -> int:
     namespace = _namespace(args.namespace)
     try:
         api = load_client()
+        impersonate(api, args.impersonate, args.impersonate_groups)
     except PreflightError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.code
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return Exit.USAGE
+    given = WorkScope(args.work_scope) if args.work_scope else None
+    scope = Scope(given, args.work_hold_namespace or "")
 
     async def main() -> Observed | None:
         kube = KubeApi(api, connections=8)
         try:
-            return await gather(kube, namespace, args.agent)
+            return await gather(kube, namespace, args.agent, scope)
         finally:
             await kube.close()
 

@@ -1,28 +1,42 @@
-"""Why an agent is (not) Ready: the controller's own decision, recomputed from observed objects.
+"""Why an agent is (not) Ready: the controller's own decisions, recomputed from observed objects.
 
 ``bindery why`` lists the live objects (controller/cli/why.py) and hands them here as plain API
-bodies. This module feeds them through the same engine the controller runs (the registry and its
-slot resolution, the work-hold plan, the launch plan, the status builder), so the explanation can
-not disagree with the status the controller writes, and renders it as one screen of text or as
-JSON. No I/O: a golden test pins both renderings.
+bodies. This module feeds them through the same engine the controller runs: the registry and its
+slot resolution, the work plan's inputs gathered by :func:`controller.domain.work_inputs.
+work_inputs` and decided by :func:`controller.domain.work.plan_work`, the launch plan, the
+acknowledgement of the current bindings document, and the status builder. What comes out is the
+explanation as data (a JSON-ready document): what is true of the agent, and the status the
+controller writes for that world. Rendering it as text is the command line's
+(controller/cli/why_text.py). No I/O.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
 
+from controller.domain import acknowledgement as ack
 from controller.domain import status as status_builder
+from controller.domain.delivery import bindings_document, render
 from controller.domain.grants import parse_grant
 from controller.domain.launch import launch_record, launched_from_annotations, plan_session
 from controller.domain.models import AgentObject, meta_from_body, parse_object
 from controller.domain.registry import Registry
-from controller.domain.results import BindingState
-from controller.domain.session_health import session_health
-from controller.domain.work import Claim, Hold, WorkState, plan_work
+from controller.domain.results import AgentResolution
+from controller.domain.session_health import session_health, suspended_health
+from controller.domain.work import Claim, Hold, WorkPlan, WorkScope, WorkState
+from controller.domain.work_inputs import (
+    WorkInputs,
+    WorkWorld,
+    blocked,
+    desired_uri,
+    holds_in_question,
+    work_inputs,
+)
 
 LAST_EVENTS = 5
 
@@ -36,13 +50,18 @@ class Observed:
     resources: list[dict[str, Any]] = field(default_factory=list)
     tools: list[dict[str, Any]] = field(default_factory=list)
     agents: list[dict[str, Any]] = field(default_factory=list)
-    """The other AgentSpecs in the agent's namespace: the rivals for its work URI."""
+    """The other AgentSpecs of the agent's line: its namespace's (every namespace's that could
+    be read under the cluster work scope): the rivals for its work URI, and the holders."""
     holds: list[Hold] = field(default_factory=list)
     """The work holds in the agent's namespace, and those of the cluster-wide work scope."""
     session: dict[str, Any] | None = None
     """The agent's session StatefulSet, if any."""
     pod: dict[str, Any] | None = None
-    """The session's pod, if any."""
+    """The session's pod (the one its StatefulSet made), if any."""
+    acknowledging: bool = False
+    """The pod has the delivery sidecar: it can acknowledge documents."""
+    ack_lease: dict[str, Any] | None = None
+    """The agent's acknowledgement Lease, if any."""
     events: list[dict[str, Any]] = field(default_factory=list)
     """Events about the agent (events.k8s.io or core shape)."""
     grants: list[dict[str, Any]] = field(default_factory=list)
@@ -50,6 +69,18 @@ class Observed:
     namespace_labels: dict[str, str] | None = None
     """The labels of the agent's Namespace (a grant's namespaceSelector reads them); None when
     they could not be read."""
+    scope: WorkScope = WorkScope.NAMESPACE
+    """The controller's work scope (its ``--work-scope``)."""
+    hold_namespace: str = ""
+    """Where holds live in the cluster work scope (the controller's ``--work-hold-namespace``)."""
+    now: datetime | None = None
+    """When the objects were read (None: acknowledgements are never overdue)."""
+    acknowledge_timeout: float = 60.0
+    """Seconds after which an unacknowledged document is overdue (the controller's
+    ``--acknowledge-timeout-seconds``)."""
+    unacknowledged_release: float = 120.0
+    """Seconds after which a hold withdrawn from a session that cannot acknowledge is released
+    (the controller's ``--unacknowledged-release-seconds``)."""
 
 
 def _key(body: dict[str, Any]) -> str:
@@ -60,6 +91,22 @@ def _first_error(exc: ValidationError) -> str:
     err = exc.errors()[0]
     where = ".".join(str(p) for p in err.get("loc", ()))
     return f"spec.{where}: {err.get('msg', '')}" if where else str(err.get("msg", ""))
+
+
+def _refusal(exc: Exception) -> str:
+    """Why the controller's models refuse a body, in one line."""
+    if isinstance(exc, ValidationError):
+        return _first_error(exc)
+    detail = " ".join(str(exc).split())
+    return (
+        f"the controller's models refuse its spec ({type(exc).__name__}: {detail}); "
+        "check its quantities and values against 'kubectl explain'"
+    )
+
+
+PARSE_ERRORS = (ValidationError, ValueError, ArithmeticError)
+"""What parsing a body can raise for a spec the schema let through (a quantity such as
+``1Ei`` that the size parser cannot take, beside pydantic's validation errors)."""
 
 
 def build_registry(observed: Observed) -> tuple[Registry, dict[str, str]]:
@@ -77,15 +124,15 @@ def build_registry(observed: Observed) -> tuple[Registry, dict[str, str]]:
         for body in bodies:
             try:
                 obj = parse_object(kind, body)
-            except ValidationError as exc:
-                rejected[f"{kind} {_key(body)}"] = _first_error(exc)
+            except PARSE_ERRORS as exc:
+                rejected[f"{kind} {_key(body)}"] = _refusal(exc)
                 continue
             registry.upsert(obj)
     for body in observed.grants:
         try:
             grant = parse_grant(body)
-        except ValidationError as exc:
-            rejected[f"ResourceGrant {_key(body)}"] = _first_error(exc)
+        except PARSE_ERRORS as exc:
+            rejected[f"ResourceGrant {_key(body)}"] = _refusal(exc)
             continue
         registry.upsert_grant(grant)
     if observed.namespace_labels is not None:
@@ -118,100 +165,229 @@ def _events(events: list[dict[str, Any]]) -> list[dict[str, str]]:
     ]
 
 
-def _work(
-    agent: AgentObject, key: str, observed: Observed, registry: Registry, desired: str | None
-) -> tuple[Any, dict[str, Any] | None]:
-    """The work-hold plan the controller would make now, and its explanation."""
-    holds = {h.uri: h for h in observed.holds}
-    hold = holds.get(desired) if desired else None
+def gather_work(
+    agent: AgentObject,
+    resolution: AgentResolution,
+    observed: Observed,
+    registry: Registry,
+) -> tuple[WorkInputs, WorkWorld]:
+    """The inputs of the agent's work plan from the listed objects, through the function the
+    controller gathers them with from its store and indexes; and the world they came from."""
     bodies = {_key(b): b for b in [observed.agent, *observed.agents]}
 
-    def since(agent_key: str) -> str:
-        st = (bodies.get(agent_key) or {}).get("status") or {}
-        return str((st.get("work") or {}).get("since") or "")
+    def status_of(key: str) -> Mapping[str, Any]:
+        return (bodies.get(key) or {}).get("status") or {}
 
-    holder_exists = False
-    if hold is not None:
-        holder = registry.agent(hold.holder)
-        holder_exists = holder is not None and holder.meta.uid == hold.holder_uid
-    wanting = sorted(
-        k
-        for k, b in bodies.items()
-        if k != key
-        and (hold is None or k != hold.holder)
-        and any(
-            r.get("name") == "work" and r.get("uri") == desired
-            for r in (b.get("spec") or {}).get("resources") or []
-        )
+    own = sorted(
+        (h for h in observed.holds if h.holder_uid == agent.meta.uid),
+        key=lambda h: (h.namespace, h.uri),
     )
-    plan = plan_work(
-        agent=key,
+    uri = desired_uri(resolution, own)
+    line: list[str] = []
+    stuck: list[str] = []
+    for key in sorted(bodies) if uri else []:
+        other = registry.agent(key)
+        if other is None or (wants := other.spec.work()) is None or wants.uri != uri:
+            continue
+        if observed.scope is WorkScope.NAMESPACE and other.meta.namespace != agent.meta.namespace:
+            continue
+        line.append(key)
+        if key != agent.meta.key and blocked(registry.resolve(key)):
+            stuck.append(key)
+    world = WorkWorld(
+        scope=observed.scope,
+        hold_namespace=observed.hold_namespace,
+        holds=[h for h in observed.holds if h.uri == uri] if uri else [],
+        line=line,
+        blocked=stuck,
+        status_of=status_of,
+    )
+    uids = {k: str((b.get("metadata") or {}).get("uid", "")) for k, b in bodies.items()}
+    asked = holds_in_question(
+        world, namespace=agent.meta.namespace, agent_uid=agent.meta.uid, uri=uri
+    )
+    inputs = work_inputs(
+        agent=agent.meta.key,
         agent_uid=agent.meta.uid,
-        desired_uri=desired,
-        holds={desired: hold} if desired and hold else {},
-        own_holds=[h for h in observed.holds if h.holder_uid == agent.meta.uid],
-        holder_exists=holder_exists,
-        me=Claim(key, since(key)),
-        rivals=[Claim(k, since(k)) for k in wanting],
+        resolution=resolution,
+        own_holds=own,
+        old=status_of(agent.meta.key),
+        world=world,
+        live=[h for h in asked if uids.get(h.holder) == h.holder_uid],
     )
+    return inputs, world
+
+
+def _work(inputs: WorkInputs, plan: WorkPlan, world: WorkWorld) -> dict[str, Any] | None:
+    """What the work plan was decided from, and what it says."""
     if not plan.uri:
-        return plan, None
-    queue = [Claim(k, since(k)) for k in wanting]
+        return None
+    hold = inputs.hold
+    holder = hold.holder if hold else next((h.holder for h in inputs.elsewhere), "")
+    queue = list(inputs.rivals)
     if plan.state is not WorkState.WORKING:
-        queue.append(Claim(key, since(key)))
-    explained: dict[str, Any] = {
+        queue.append(inputs.me)
+    return {
         "uri": plan.uri,
-        "hold": hold.name if hold else "",
-        "holder": hold.holder if hold else "",
-        "holderExists": holder_exists,
+        "hold": "/".join(p for p in (hold.namespace, hold.name) if p) if hold else "",
+        "holder": holder,
+        "holderExists": inputs.holder_exists or bool(inputs.elsewhere),
+        "elsewhere": [f"{h.namespace}/{h.name} ({h.holder})" for h in inputs.elsewhere],
         "state": plan.state.value,
         "waitingFor": plan.waiting_for,
         "acquireNext": plan.acquire,
         "queue": [
             {"agent": c.agent, "since": c.waiting_since} for c in sorted(queue, key=Claim.order)
         ],
+        "blocked": sorted(world.blocked),
     }
-    return plan, explained
 
 
-def _session(agent: AgentObject, observed: Observed) -> tuple[Any, dict[str, Any] | None]:
+def _session(
+    agent: AgentObject, observed: Observed, plan: WorkPlan
+) -> tuple[status_builder.SessionView | None, dict[str, Any] | None]:
     """The session as the controller sees it: its launch record (in the agent's status), the
-    workload's annotations, and the pod's health."""
+    workload's annotations and replicas (zero: suspended by its idle policy), and the pod's
+    health."""
     runtime = agent.spec.runtime
     if runtime is None:
         return None, None
-    template = ((observed.session or {}).get("spec") or {}).get("template") or {}
+    workload = observed.session or {}
+    template = (workload.get("spec") or {}).get("template") or {}
     annotated = launched_from_annotations((template.get("metadata") or {}).get("annotations") or {})
     record = launch_record(observed.agent.get("status") or {})
-    plan = plan_session(
+    launch = plan_session(
         runtime,
         agent.spec.relaunch_generation,
         record=record,
         annotated=annotated,
         exists=observed.session is not None,
     )
-    health = session_health(observed.pod) if observed.session is not None else None
+    policy = runtime.idle.suspend_after_seconds if runtime.idle else None
+    replicas = (workload.get("spec") or {}).get("replicas", 1)
+    # A suspended session stays suspended until the agent holds its work (suspend.decide).
+    suspended = observed.session is not None and replicas == 0 and not plan.deliver
+    if suspended and policy is not None:
+        health = suspended_health(observed.pod, policy)
+    elif observed.session is not None:
+        health = session_health(observed.pod)
+    else:
+        health = None
     pod_md = (observed.pod or {}).get("metadata") or {}
     from_pod = launched_from_annotations(pod_md.get("annotations") or {})
     running = from_pod.generation if from_pod and health and health.running else None
-    launched_at = plan.launched_at
-    view = status_builder.SessionView(plan, running, plan.launched_hash, launched_at, health)
+    view = status_builder.SessionView(
+        launch,
+        running,
+        launch.launched_hash,
+        launch.launched_at,
+        health,
+        suspend_after=policy,
+    )
     explained = {
-        "statefulSet": (observed.session or {}).get("metadata", {}).get("name", ""),
+        "statefulSet": (workload.get("metadata") or {}).get("name", ""),
         "exists": observed.session is not None,
-        "action": plan.action.value,
-        "desiredGeneration": plan.desired_generation,
-        "launchedGeneration": plan.observed_generation,
+        "replicas": replicas if observed.session is not None else None,
+        "action": launch.action.value,
+        "desiredGeneration": launch.desired_generation,
+        "launchedGeneration": launch.observed_generation,
         "podGeneration": from_pod.generation if from_pod else None,
-        "desiredTrajectoryHash": plan.desired_hash,
-        "launchedTrajectoryHash": plan.launched_hash,
-        "drift": plan.drift,
-        "notice": plan.notice.value,
-        "launchedAt": launched_at,
+        "desiredTrajectoryHash": launch.desired_hash,
+        "launchedTrajectoryHash": launch.launched_hash,
+        "drift": launch.drift,
+        "notice": launch.notice.value,
+        "launchedAt": launch.launched_at,
         "pod": pod_md.get("name", ""),
         "health": health.as_status() if health else None,
     }
     return view, explained
+
+
+def delivery_view(
+    *,
+    document_digest: str,
+    written_at: str,
+    since_write: float,
+    timeout: float,
+    has_runtime: bool,
+    pod: ack.SessionPod | None,
+    lease_annotations: Mapping[str, str] | None,
+    releasing: tuple[str, ...],
+) -> ack.DeliveryView:
+    """Where the session stands with the document ``document_digest``, from its pod and its
+    acknowledgement Lease's annotations (the decision the controller's acknowledgements make)."""
+    if not has_runtime:
+        return ack.DeliveryView(
+            document_digest, written_at, ack.Confirmation.CONFIRMED, releasing=releasing
+        )
+    record = (
+        ack.Acknowledgement.from_annotations(dict(lease_annotations))
+        if lease_annotations is not None
+        else None
+    )
+    if record is not None and (pod is None or record.pod_uid != pod.uid):
+        record = None
+    confirmation = ack.confirmation(pod, record, document_digest)
+    return ack.DeliveryView(
+        document_digest,
+        written_at,
+        confirmation,
+        record=record,
+        pod_uid=pod.uid if pod else "",
+        overdue=confirmation is ack.Confirmation.PENDING and since_write >= timeout,
+        releasing=releasing,
+    )
+
+
+def _delivery(
+    agent: AgentObject,
+    resolution: AgentResolution,
+    inputs: WorkInputs,
+    plan: WorkPlan,
+    observed: Observed,
+) -> ack.DeliveryView:
+    """The acknowledgement of the document the controller delivers for this plan."""
+    fence = next(
+        (h for h in inputs.own_holds if h.uri == plan.uri and h.namespace == inputs.location),
+        next((h for h in inputs.own_holds if h.uri == plan.uri), None),
+    )
+    rendered = render(
+        bindings_document(
+            agent, resolution, deliver_work=plan.deliver, fence=fence if plan.deliver else None
+        )
+    )
+    digest = ack.digest(rendered)
+    before = (observed.agent.get("status") or {}).get("delivery") or {}
+    written_at = str(before.get("writtenAt") or "") if before.get("digest") == digest else ""
+    since = ack.seconds_since(written_at, observed.now) if observed.now and written_at else 0.0
+    pod = None
+    if observed.pod is not None:
+        phase = (observed.pod.get("status") or {}).get("phase")
+        pod = ack.SessionPod(
+            uid=str((observed.pod.get("metadata") or {}).get("uid", "")),
+            running=phase not in ("Succeeded", "Failed"),
+            acknowledging=observed.acknowledging,
+        )
+    lease = observed.ack_lease
+    view = delivery_view(
+        document_digest=digest,
+        written_at=written_at,
+        since_write=since,
+        timeout=observed.acknowledge_timeout,
+        has_runtime=agent.spec.runtime is not None,
+        pod=pod,
+        lease_annotations=((lease.get("metadata") or {}).get("annotations") or {})
+        if lease is not None
+        else None,
+        releasing=tuple(h.uri for h in plan.release),
+    )
+    # The controller releases the withdrawn holds in the same pass once the session let go.
+    if view.confirmation is ack.Confirmation.CONFIRMED or (
+        view.confirmation is ack.Confirmation.UNVERIFIABLE
+        and since >= observed.unacknowledged_release
+    ):
+        return replace(view, releasing=())
+    return view
 
 
 def explain(observed: Observed) -> dict[str, Any]:
@@ -242,14 +418,10 @@ def explain(observed: Observed) -> dict[str, Any]:
         doc["events"] = _events(observed.events)
         return doc
     resolution = registry.resolve(key)
-    work_result = next((d for d in resolution.direct if d.name == "work"), None)
-    desired = (
-        work_result.uri
-        if work_result is not None and work_result.state is not BindingState.ERROR
-        else None
-    )
-    plan, work = _work(agent, key, observed, registry, desired)
-    session, session_doc = _session(agent, observed)
+    inputs, world = gather_work(agent, resolution, observed, registry)
+    plan = inputs.plan()
+    session, session_doc = _session(agent, observed, plan)
+    delivery = _delivery(agent, resolution, inputs, plan, observed)
     expected = status_builder.agent_status(
         generation=generation,
         resolution=resolution,
@@ -259,6 +431,7 @@ def explain(observed: Observed) -> dict[str, Any]:
         session=session,
         old=written,
         now="",
+        delivery=delivery,
     )
     doc["state"] = expected["state"]
     doc["conditions"] = [
@@ -268,171 +441,12 @@ def explain(observed: Observed) -> dict[str, Any]:
     doc["errors"] = resolution.errors
     doc["bindings"] = expected["bindings"]
     doc["missingTools"] = list(resolution.missing_tools)
-    doc["work"] = work
+    doc["work"] = _work(inputs, plan, world)
     doc["session"] = session_doc
+    doc["delivery"] = (
+        {**expected["delivery"], "confirmation": delivery.confirmation.value}
+        if "delivery" in expected
+        else None
+    )
     doc["events"] = _events(observed.events)
     return doc
-
-
-def to_json(doc: dict[str, Any]) -> str:
-    return json.dumps(doc, indent=2, sort_keys=False, ensure_ascii=False) + "\n"
-
-
-# ------------------------------------------------------------------------------- text
-
-
-def _condition(conditions: list[dict[str, Any]], type_: str) -> dict[str, Any]:
-    return next((c for c in conditions if c.get("type") == type_), {})
-
-
-def _resource_text(row: dict[str, Any]) -> str:
-    res = row.get("resource") or {}
-    if not res:
-        return ""
-    where = f"Resource {res['namespace']}/{res['name']}" if res.get("name") else "direct only"
-    alias = f" alias {res['alias']}" if res.get("alias") else ""
-    grant = f", shared by ResourceGrant {res['grant']}" if res.get("grant") else ""
-    return f"{res.get('uri', '')} ({res.get('type', '')}{alias}; {where}{grant})"
-
-
-def _header(doc: dict[str, Any]) -> list[str]:
-    out: list[str] = []
-    ready = _condition(doc.get("conditions") or [], "Ready")
-    ctl = doc.get("controller") or {}
-    ctl_ready = _condition(ctl.get("conditions") or [], "Ready")
-    out.append(f"AgentSpec {doc['agent']} (generation {doc['generation']})")
-    out.append(
-        f"  state {doc.get('state')}"
-        + (f", Ready={ready.get('status')} {ready.get('reason')}" if ready else "")
-    )
-    seen = ctl.get("observedGeneration")
-    if not isinstance(seen, int) or seen < 0:  # the CRD's default status says -1 until then
-        out.append("  controller: has not written a status yet")
-    else:
-        lag = "" if seen == doc["generation"] else f" (behind: generation {doc['generation']})"
-        out.append(
-            f"  controller: state {ctl.get('state')}, Ready={ctl_ready.get('status', '?')} "
-            f"{ctl_ready.get('reason', '')} at generation {seen}{lag}"
-        )
-    if "specError" in doc:
-        out.append(f"  spec rejected: {doc['specError']}")
-    errors = doc.get("errors") or []
-    if errors:
-        out.append(f"  {len(errors)} error(s), each shown below with its binding or tool")
-    elif ready.get("message"):
-        out.append(f"  {ready['message']}")
-    return out
-
-
-def _direct(doc: dict[str, Any]) -> list[str]:
-    direct = [b for b in doc.get("bindings") or [] if b.get("mode") == "direct"]
-    out = ["", "Direct bindings" + ("" if direct else ": none")]
-    for row in direct:
-        out.append(f"  {row['name']:<12} {row['tag']:<20} {row['state']:<8} {row['uri']}")
-        if row.get("resource", {}).get("name"):
-            res = row["resource"]
-            out.append(f"      = Resource {res['namespace']}/{res['name']}")
-        if row.get("message"):
-            out.append(f"      {row['message']}")
-    return out
-
-
-def _slots(doc: dict[str, Any]) -> list[str]:
-    slots = [b for b in doc.get("bindings") or [] if b.get("mode") != "direct"]
-    out = ["", "Tool slots" + ("" if slots or doc.get("missingTools") else ": none")]
-    for row in slots:
-        required = "" if row.get("required", True) else ", optional"
-        out.append(
-            f"  {row['name']:<24} {row['mode']:<10} {row['access']:<10} "
-            f"{row['resourceType']}{required}: {row['state']}"
-        )
-        bound = _resource_text(row)
-        if bound:
-            out.append(f"      -> {bound}")
-        if row.get("message") and row["state"] != "Bound":
-            out.append(f"      {row['message']}")
-        for cand in row.get("candidates") or []:
-            alias = f" alias {cand['alias']}" if cand.get("alias") else ""
-            out.append(f"      candidate {cand['uri']} ({cand['type']}{alias}): {cand['reason']}")
-    for tool in doc.get("missingTools") or []:
-        out.append(f"  {tool:<24} missing: no Tool of that name in the agent's namespace")
-    return out
-
-
-def _work_text(doc: dict[str, Any]) -> list[str]:
-    work = doc.get("work")
-    if not work:
-        return ["", "Work: none" + ("" if "specError" in doc else " (Idle)")]
-    holder = work.get("holder") or "nobody"
-    hold = f" (Lease {work['hold']})" if work.get("hold") else ""
-    out = ["", f"Work {work['uri']}: {work['state']}", f"  held by {holder}{hold}"]
-    if work.get("holder") and not work.get("holderExists"):
-        out.append("  the holder is gone: the hold is reclaimed on the next pass")
-    if work.get("acquireNext"):
-        out.append("  free: the controller acquires it for this agent on its next pass")
-    if work.get("waitingFor") and work["state"] == "Waiting":
-        out.append(f"  waiting for {work['waitingFor']}")
-    for i, claim in enumerate(work.get("queue") or [], 1):
-        since = f" since {claim['since']}" if claim.get("since") else ""
-        me = " (this agent)" if claim["agent"] == doc["agent"] else ""
-        out.append(f"  queue {i}. {claim['agent']}{me}{since}")
-    return out
-
-
-def _session_text(doc: dict[str, Any]) -> list[str]:
-    session = doc.get("session")
-    if session is None:
-        if "specError" in doc:
-            return []
-        return ["", "Session: none (no spec.runtime; bindings are in the ConfigMap only)"]
-    name = session["statefulSet"] or "(not created yet)"
-    launched = session["launchedGeneration"]
-    out = [
-        "",
-        f"Session StatefulSet {name}: {session['action']}",
-        f"  launch generation {'-' if launched is None else launched}/"
-        f"{session['desiredGeneration']} (launched/desired)"
-        + (f", launched at {session['launchedAt']}" if session.get("launchedAt") else ""),
-    ]
-    if session["drift"]:
-        out.append(
-            f"  drift: spec.runtime is {session['desiredTrajectoryHash'][:19]}, the session "
-            f"runs {str(session['launchedTrajectoryHash'])[:19]}; change "
-            "spec.relaunchGeneration to relaunch"
-        )
-    if session.get("notice"):
-        out.append(
-            f"  launch record: {session['notice']} (the workload's launch annotations are not "
-            "what Bindery recorded launching; they are reported, never obeyed)"
-        )
-    pod = session.get("pod") or "none"
-    health = session.get("health") or {}
-    said = f"{health.get('phase', '')} {health.get('reason', '')}".strip()
-    detail = f": {health['message']}" if health.get("message") else ""
-    out.append(f"  pod {pod}" + (f" ({said}{detail})" if said else ""))
-    return out
-
-
-def _tail(doc: dict[str, Any]) -> list[str]:
-    out: list[str] = []
-    if doc.get("ignored"):
-        out += ["", "Ignored (their spec does not parse; the controller ignores them too)"]
-        out += [f"  {what}: {why}" for what, why in doc["ignored"].items()]
-    events = doc.get("events") or []
-    out += ["", f"Last events{'' if events else ': none'}"]
-    out += [f"  {e['time']:<27} {e['type']:<7} {e['reason']:<14} {e['message']}" for e in events]
-    return out
-
-
-def render_text(doc: dict[str, Any]) -> str:
-    """One screen per agent: what resolved, what did not and why, who holds the work, the
-    session's launch, and the last events."""
-    lines = [
-        *_header(doc),
-        *_direct(doc),
-        *_slots(doc),
-        *_work_text(doc),
-        *_session_text(doc),
-        *_tail(doc),
-    ]
-    return "\n".join(lines) + "\n"

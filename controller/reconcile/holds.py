@@ -20,16 +20,22 @@ import structlog
 from controller.domain.models import AgentObject
 from controller.domain.refs import Ref, Request
 from controller.domain.registry import Registry
-from controller.domain.results import AgentResolution, BindingState
+from controller.domain.results import AgentResolution
 from controller.domain.work import (
     HOLD_FINALIZER,
-    Claim,
     Hold,
     WorkPlan,
     WorkScope,
     WorkState,
     hold_location,
-    plan_work,
+)
+from controller.domain.work_inputs import (
+    WorkWorld,
+    blocked,
+    desired_uri,
+    holds_in_question,
+    work_inputs,
+    work_result,
 )
 from controller.k8s import api, builders
 from controller.k8s.api import ApiError
@@ -50,13 +56,6 @@ class Acquired:
 
     plan: WorkPlan
     requeue_after: float | None = None
-
-
-def claim_from(agent_key: str, agent_status: dict[str, Any], uri: str) -> Claim:
-    """An agent's place in line for ``uri``, from the waiting time its status recorded."""
-    work = agent_status.get("work") or {}
-    since = work.get("since", "") if work.get("uri") == uri and not work.get("held") else ""
-    return Claim(agent=agent_key, waiting_since=since)
 
 
 class WorkHolds:
@@ -104,58 +103,38 @@ class WorkHolds:
         self, agent: AgentObject, resolution: AgentResolution, old: dict[str, Any]
     ) -> WorkPlan:
         """This pass's hold step for ``agent`` (see :func:`controller.domain.work.plan_work`)."""
-        ns = agent.meta.namespace
-        work = next((d for d in resolution.direct if d.name == "work"), None)
-        in_error = work is not None and work.state is BindingState.ERROR
-        if any(h.deleting for h in self.of(agent)):
-            # Its hold is being deleted (its namespace is going away): withdraw and let go
-            # (it acquires again when it can); nobody else can take the URI before that.
-            return plan_work(
-                agent=agent.meta.key,
-                agent_uid=agent.meta.uid,
-                desired_uri=None,
-                holds={},
-                own_holds=self.of(agent),
-                holder_exists=False,
-                me=claim_from(agent.meta.key, old, ""),
-                rivals=[],
-            )
-        if self.wanted.block(agent.meta.key, in_error) and work is not None:
+        own = self.of(agent)
+        work = work_result(resolution)
+        desired = desired_uri(resolution, own)
+        letting_go = any(h.deleting for h in own)  # its namespace is going away
+        if (
+            not letting_go
+            and self.wanted.block(agent.meta.key, blocked(resolution))
+            and work is not None
+        ):
             # It left (or joined) the line for its URI: the others' order changed.
-            self._wake_claimants(ns, work.uri, but=agent.meta.key)
-        desired = work.uri if work is not None and not in_error else None
-        where = self.location(agent)
-        hold = self.holds.get(where, desired) if desired else None
-        holder_exists = hold is not None and await self._holder_exists(hold)
-        elsewhere = []
-        if desired:
-            for other_hold in self.holds.counting(self.scope, ns, desired):
-                if other_hold.namespace == where or other_hold.holder_uid == agent.meta.uid:
-                    continue
-                if await self._holder_exists(other_hold):
-                    elsewhere.append(other_hold)
-        holders = {h.holder for h in elsewhere} | ({hold.holder} if hold else set())
-        rivals = []
-        if desired:
-            for other in sorted(self.wanted.line(ns, desired)):
-                if other == agent.meta.key or other in holders:
-                    continue
-                if other in self.wanted.blocked:
-                    continue
-                body = self.store.get(api.AGENTS, other) or {}
-                rivals.append(claim_from(other, body.get("status") or {}, desired))
-        return plan_work(
+            self._wake_claimants(agent.meta.namespace, work.uri, but=agent.meta.key)
+        world = WorkWorld(
+            scope=self.scope,
+            hold_namespace=self.hold_namespace,
+            holds=self.holds.everywhere(desired) if desired else [],
+            line=self.wanted.line(agent.meta.namespace, desired) if desired else (),
+            blocked=self.wanted.blocked,
+            status_of=lambda key: (self.store.get(api.AGENTS, key) or {}).get("status") or {},
+        )
+        asked = holds_in_question(
+            world, namespace=agent.meta.namespace, agent_uid=agent.meta.uid, uri=desired
+        )
+        live = [h for h in asked if await self._holder_exists(h)]
+        return work_inputs(
             agent=agent.meta.key,
             agent_uid=agent.meta.uid,
-            desired_uri=desired,
-            holds={desired: hold} if desired and hold else {},
-            own_holds=self.of(agent),
-            holder_exists=holder_exists,
-            me=claim_from(agent.meta.key, old, desired or ""),
-            rivals=rivals,
-            location=where,
-            elsewhere=elsewhere,
-        )
+            resolution=resolution,
+            own_holds=own,
+            old=old,
+            world=world,
+            live=live,
+        ).plan()
 
     def _wake_claimants(self, namespace: str, uri: str, *, but: str) -> None:
         for other in self.wanted.line(namespace, uri):

@@ -4,6 +4,7 @@ Ready condition, the work hold and the launch)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.integration.kube import (
+    REPO_ROOT,
     agent,
     apply,
     apply_examples,
@@ -131,3 +133,141 @@ def test_kubectl_plugin_and_a_missing_agent(
         f"error: AgentSpec {namespace}/nobody not found; list the agents with "
         f"'kubectl get agentspecs.bindery.dev -n {namespace}'"
     )
+
+
+READER_GROUP = "bindery-why-readers"
+RBAC = "rbac.authorization.k8s.io"
+
+
+def _reader_rbac(cluster: Cluster, namespace: str) -> str:
+    """Group READER_GROUP may read everything in ``namespace`` (and the cluster's
+    ResourceTypes); nothing elsewhere. The ClusterRole's name is returned, to be deleted."""
+    role = f"why-reader-{namespace}"
+    reads = {"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list"]}
+    types = {
+        "apiGroups": ["bindery.dev"],
+        "resources": ["resourcetypes"],
+        "verbs": ["get", "list"],
+    }
+    group = {"kind": "Group", "name": READER_GROUP, "apiGroup": RBAC}
+    rbac = f"{RBAC}/v1"
+    docs = [
+        {"apiVersion": rbac, "kind": "ClusterRole", "metadata": {"name": role}, "rules": [types]},
+        {
+            "apiVersion": rbac,
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": role},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": role,
+            },
+            "subjects": [group],
+        },
+        {
+            "apiVersion": rbac,
+            "kind": "Role",
+            "metadata": {"name": "why-reader", "namespace": namespace},
+            "rules": [reads],
+        },
+        {
+            "apiVersion": rbac,
+            "kind": "RoleBinding",
+            "metadata": {"name": "why-reader", "namespace": namespace},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": "why-reader",
+            },
+            "subjects": [group],
+        },
+    ]
+    cluster.kubectl(
+        "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": docs})
+    )
+    return role
+
+
+def test_why_reads_as_the_impersonated_user(
+    cluster: Cluster, crds: list[str], namespace: str, tmp_path: Path
+) -> None:
+    """`--as`/`--as-group` (also through kubectl's plugin) and the kubeconfig user's
+    `as`/`as-groups` are honoured: a user who may read only its own team's namespace is refused
+    another team's agent, and is shown its own."""
+    other = f"{namespace}-other"
+    cluster.kubectl("create", "namespace", other)
+    role = _reader_rbac(cluster, namespace)
+    try:
+        apply(cluster, namespace, agent("mine"))
+        apply(cluster, other, agent("theirs"))
+        as_reader = ("--as", "alice", "--as-group", READER_GROUP)
+
+        mine = why(cluster, namespace, "mine", *as_reader)
+        assert mine.returncode == 0, mine.stderr
+        assert f"AgentSpec {namespace}/mine" in mine.stdout
+        theirs = why(cluster, other, "theirs", *as_reader)
+        assert theirs.returncode == 1
+        assert "forbidden" in theirs.stderr.lower()
+        assert "alice" in theirs.stderr
+        assert "Traceback" not in theirs.stderr
+        assert "AgentSpec" not in theirs.stdout
+        # The user alone (without the group) reads nothing: the group is sent too.
+        alone = why(cluster, namespace, "mine", "--as", "alice")
+        assert alone.returncode == 1
+        assert "forbidden" in alone.stderr.lower()
+        stray = why(cluster, namespace, "mine", "--as-group", READER_GROUP)
+        assert stray.returncode == 2
+        assert "--as-group needs --as" in stray.stderr
+
+        # kubectl's plugin takes the same flags.
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(cluster.kubeconfig),
+            "PATH": f"{PLUGIN.parent}:{os.environ.get('PATH', '')}",
+        }
+        kubectl = str(cluster.bin_dir / "kubectl")
+        plugin = subprocess.run(
+            [kubectl, "bindery", "why", "theirs", "-n", other, "--as=alice",
+             f"--as-group={READER_GROUP}"],
+            capture_output=True, text=True, env=env, timeout=60, check=False,
+        )  # fmt: skip
+        assert plugin.returncode == 1, plugin.stdout
+        assert "forbidden" in plugin.stderr.lower()
+
+        # The kubeconfig user's impersonation, as kubectl honours it.
+        config = json.loads(cluster.kubeconfig.read_text())
+        config["users"][0]["user"] |= {"as": "alice", "as-groups": [READER_GROUP]}
+        impersonating = tmp_path / "kubeconfig"
+        impersonating.write_text(json.dumps(config))
+        by_config = {**os.environ, "KUBECONFIG": str(impersonating), "PYTHONPATH": str(REPO_ROOT)}
+        for name, where, code in (("mine", namespace, 0), ("theirs", other, 1)):
+            proc = subprocess.run(
+                [sys.executable, "-m", "controller", "why", name, "-n", where],
+                capture_output=True, text=True, env=by_config, timeout=60, check=False,
+                cwd=REPO_ROOT,
+            )  # fmt: skip
+            assert proc.returncode == code, (name, proc.stdout, proc.stderr)
+        kubectl_says = cluster.kubectl(
+            "get", "agentspec", "theirs", "-n", other, f"--kubeconfig={impersonating}", check=False
+        )
+        assert kubectl_says.returncode != 0  # kubectl, given the same kubeconfig, agrees
+    finally:
+        cluster.kubectl("delete", "namespace", other, "--wait=false", check=False)
+        cluster.kubectl("delete", "clusterrole,clusterrolebinding", role, check=False)
+
+
+def test_an_agent_whose_spec_the_controller_refuses_is_reported_and_the_others_explained(
+    cluster: Cluster, crds: list[str], namespace: str
+) -> None:
+    """A workspace size the API server accepts and the size parser cannot take (1Ei) makes
+    that agent's explanation say so; its neighbours are still explained (no traceback)."""
+    huge = agent("huge", runtime={"image": "example/agent:1", "workspace": {"size": "1Ei"}})
+    apply(cluster, namespace, huge, agent("fine", resources=[work(DEV_WORK)]))
+    refused = why(cluster, namespace, "huge")
+    assert refused.returncode == 0, refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert "spec rejected" in refused.stdout
+    fine = why(cluster, namespace, "fine")
+    assert fine.returncode == 0, fine.stderr
+    assert f"AgentSpec {namespace}/huge" in fine.stdout  # listed among the ignored
+    assert f"Work {DEV_WORK}" in fine.stdout

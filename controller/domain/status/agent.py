@@ -62,7 +62,7 @@ def agent_status(
         "observedGeneration": generation,
         "state": state,
         "bindingsConfigMap": config_map,
-        "bindings": binding_rows(resolution),
+        "bindings": binding_rows(resolution, work),
     }
     if delivery is not None and delivery.digest:
         status["delivery"] = delivery.as_status()

@@ -1,20 +1,42 @@
 """An agent's bindings as its status lists them: one row per direct binding and per tool slot,
-and how many are in each state."""
+and how many are in each state.
+
+A ``work`` binding that resolved but whose URI another agent holds (or that waits its turn)
+reads ``Waiting``, its message naming whom it waits for: it is withheld from the session's
+document until the agent holds the URI, so ``Bound`` would say more than is true.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from controller.domain.results import AgentResolution
+from controller.domain.results import AgentResolution, BindingState
 from controller.domain.status.fields import resource_field
+from controller.domain.work import WorkPlan, WorkState
 
 MAX_CANDIDATES = 20
 """Candidates listed per slot in status; the rest are counted (a status must stay writable
 however many Resources an agent selects)."""
 
 
-def binding_rows(resolution: AgentResolution) -> list[dict[str, Any]]:
+WAITING = "Waiting"
+"""The state of a ``work`` binding withheld while another agent holds its URI (status only:
+resolution never yields it)."""
+
+
+def withheld(work: WorkPlan | None) -> str:
+    """Why the work binding is withheld from the session ("" when it is not)."""
+    if work is None or work.state is not WorkState.WAITING or not work.uri:
+        return ""
+    who = work.waiting_for or "its release"
+    return f"withheld from the session until this agent holds {work.uri!r}; waiting for {who}"
+
+
+def binding_rows(resolution: AgentResolution, work: WorkPlan | None = None) -> list[dict[str, Any]]:
+    """The ``bindings`` rows of status; ``work`` (this pass's work plan) marks a work binding
+    that waits for its URI as ``Waiting``."""
     rows: list[dict[str, Any]] = []
+    waiting = withheld(work)
     for d in resolution.direct:
         row: dict[str, Any] = {
             "name": d.name,
@@ -27,6 +49,15 @@ def binding_rows(resolution: AgentResolution) -> list[dict[str, Any]]:
             row["resource"] = resource_field(d.resource)
         if d.message:
             row["message"] = d.message
+        if (
+            waiting
+            and work
+            and d.name == "work"
+            and d.state is BindingState.BOUND
+            and d.uri == work.uri
+        ):
+            row["state"] = WAITING
+            row["message"] = waiting
         rows.append(row)
     for s in resolution.slots:
         row = {
