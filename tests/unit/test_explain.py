@@ -441,7 +441,8 @@ def test_a_spec_the_size_parser_refuses_is_reported_not_raised() -> None:
     huge = agent("huge", runtime={**RUNTIME, "workspace": {"size": "1Ei"}})
     doc = ex.explain(observed(agent=huge))
     assert doc["state"] == "Error"
-    assert "InvalidOperation" in doc["specError"]
+    assert "spec.runtime.workspace.size" in doc["specError"]
+    assert "1Ei" in doc["specError"]
     assert "spec rejected" in why_text.render_text(doc)
     # A rival whose spec is refused is left out, as the controller leaves it out.
     fine = ex.explain(observed(agents=[huge, *RIVALS]))

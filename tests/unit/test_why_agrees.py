@@ -23,7 +23,6 @@ from controller.domain.refs import Request
 from controller.domain.work import Hold, WorkPlan, WorkScope
 from controller.k8s import api, builders
 from controller.reconcile import Controller
-from controller.reconcile.index import hold_from
 from harness.fakes import ScriptedApi
 
 Body = dict[str, Any]
@@ -176,7 +175,7 @@ def why_plan(world: World, agents: list[Body], leases: list[Body], key: str) -> 
             }
         ],
         agents=[b for b in agents if b is not me],
-        holds=[h for h in (hold_from(b) for b in leases) if h is not None],
+        holds=[h for h in (Hold.from_lease(b) for b in leases) if h is not None],
         scope=world.scope,
         hold_namespace=world.hold_namespace,
     )
@@ -216,7 +215,7 @@ def test_a_waiting_agent_s_work_binding_reads_waiting_naming_the_holder() -> Non
             }
         ],
         agents=[A],
-        holds=[h for h in [hold_from(lease(A) | {})] if h is not None],
+        holds=[h for h in [Hold.from_lease(lease(A) | {})] if h is not None],
     )
     doc = ex.explain(observed)
     (work,) = [b for b in doc["bindings"] if b["name"] == "work"]
@@ -246,7 +245,7 @@ def observed_from(fake: ScriptedApi, key: str) -> ex.Observed:
         agent=copy.deepcopy(me),
         types=[ISSUE_TYPE],
         agents=[copy.deepcopy(b) for b in agents if b is not me],
-        holds=[h for h in (hold_from(b) for b in leases) if h is not None],
+        holds=[h for h in (Hold.from_lease(b) for b in leases) if h is not None],
         session=objects.get(("statefulsets", namespace, f"{name}-session")),
         pod=objects.get(("pods", namespace, f"{name}-session-0")),
     )
