@@ -457,6 +457,7 @@ def test_agent_status_fields() -> None:
         "Waiting",
         "Releasing",
         "Suspended",
+        "Pending",
         "Error",
     ]
     session = status["session"]["properties"]
