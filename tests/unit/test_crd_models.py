@@ -285,6 +285,7 @@ PRINTER_COLUMNS = {
         "State": ".status.state",
         "Synced": ".status.delivery.synced",
         "Launch": ".status.launch",
+        "Drift": ".status.drift",
         "Ready": '.status.conditions[?(@.type=="Ready")].status',
         "Reason": '.status.conditions[?(@.type=="Ready")].reason',
         "Age": ".metadata.creationTimestamp",

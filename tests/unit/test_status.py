@@ -523,6 +523,19 @@ def test_relaunch_required_on_drift() -> None:
     assert trajectory_hash(RT)[:19] in relaunch["message"]
     # drift alone does not make the agent unready: the session keeps working
     assert cond(s["conditions"], "Ready")["status"] == "True"
+    assert s["drift"] is True  # the DRIFT column
+
+
+def test_the_drift_column_says_false_while_the_session_runs_spec_runtime() -> None:
+    h = trajectory_hash(RT)
+    assert status_for(IDLE, session=_session(RT, 2, Launched(2, h, T0)))["drift"] is False
+    assert status_for(IDLE, session=_session(RT, 4, None))["drift"] is False
+    assert "drift" not in status_for(IDLE)  # no runtime, no launch: the column stays empty
+
+
+def test_relaunch_clears_the_drift_column() -> None:
+    plan = LaunchPlan(LaunchAction.RELAUNCH, 2, "sha256:new", 1, "sha256:old")
+    assert status_for(IDLE, session=SessionView(plan, 2, "sha256:new", T1))["drift"] is False
 
 
 def test_relaunch_clears_drift() -> None:
