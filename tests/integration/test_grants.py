@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
@@ -108,8 +108,11 @@ class ConditionWatch:
     def __enter__(self) -> ConditionWatch:
         for namespace in self._namespaces:
             for plural in self.PLURALS:
-                listing = self._api.list_namespaced_custom_object(
-                    "bindery.dev", "v1alpha1", namespace, plural
+                listing = cast(
+                    "dict[str, Any]",
+                    self._api.list_namespaced_custom_object(
+                        "bindery.dev", "v1alpha1", namespace, plural
+                    ),
                 )
                 for obj in listing["items"]:
                     self._record(plural, obj)
