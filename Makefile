@@ -20,8 +20,21 @@ KUBELET ?=
 CLUSTER_FLAGS := $(if $(KUBELET),--kubelet,)
 # On kwok's node no session process runs, so none can acknowledge: a handoff need not wait.
 RUN_FLAGS := $(if $(KUBELET),--session-delivery-image localhost/bindery:dev,--unacknowledged-release-seconds 0)
+# The controller's liveness endpoint and metrics port on this machine: change them to run a
+# second checkout beside the first (`bindery run` exits 6 when one is taken).
+LIVENESS_PORT ?= 8080
+METRICS_PORT ?= 9090
+# The image the examples' sessions run on the real node: the project's own, which the harness
+# builds and the node has (the examples' busybox comes from a registry it may not reach).
+NODE_IMAGE := localhost/bindery:dev
+EXAMPLES := $(sort $(wildcard examples/manifests/*.yaml))
+# What the banner says of the node the sessions run on.
+KWOK_NOTE := Fake node (kwok): session pods read Running but no process runs, so handoffs are immediate and 'kubectl logs' has nothing to read; for real sessions: make run KUBELET=1
+RUN_NOTE = $(if $(KUBELET),,$(KWOK_NOTE))
+RUN_CONTROLLER = $(BINDERY) run --leader-elect --leader-election-namespace default \
+  --liveness=http://127.0.0.1:$(LIVENESS_PORT)/healthz --metrics-port $(METRICS_PORT) $(RUN_FLAGS)
 
-.PHONY: help venv control-plane run cluster cluster-down test unit lint fmt bench chaos e2e examples image helm-lint helm-crds argocd-values clean
+.PHONY: help venv control-plane run run-examples cluster cluster-down test unit lint fmt bench chaos e2e examples image helm-lint helm-crds argocd-values clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -44,18 +57,24 @@ cluster: venv control-plane ## start the local control plane in the background (
 cluster-down: venv ## stop the local control plane
 	$(HARNESS) down --state-dir $(STATE_DIR)
 
-run: cluster ## local control plane + CRDs + examples, then the controller in the foreground (KUBELET=1: real sessions)
+run: cluster ## local control plane + CRDs + examples, then the controller in the foreground (KUBELET=1: real sessions; LIVENESS_PORT, METRICS_PORT)
 	@export KUBECONFIG=$(CURDIR)/$(STATE_DIR)/kubeconfig PATH="$$(bash harness/tools/build.sh --print):$$PATH"; \
 	kubectl apply --server-side -f crds/ >/dev/null; \
 	kubectl wait --for=condition=Established -f crds/ --timeout=60s >/dev/null; \
 	kubectl apply --server-side -f examples/manifests/00-resourcetypes.yaml >/dev/null; \
-	kubectl apply --server-side -n $(RUN_NAMESPACE) -f examples/manifests/ >/dev/null; \
+	$(MAKE) -s --no-print-directory run-examples | kubectl apply --server-side -n $(RUN_NAMESPACE) -f - >/dev/null; \
 	echo; echo "Bindery is starting against the local control plane. In another shell:"; \
 	echo "  export KUBECONFIG=$(CURDIR)/$(STATE_DIR)/kubeconfig PATH=$$(bash harness/tools/build.sh --print):\$$PATH"; \
 	echo "  kubectl get bindery -A"; \
+	$(if $(RUN_NOTE),echo "$(RUN_NOTE)";) \
 	echo "Stop with Ctrl-C; 'make cluster-down' stops the control plane."; \
 	echo "Leader election is on (Lease default/bindery-controller): no second controller reconciles beside this one."; echo; \
-	exec $(BINDERY) run --leader-elect --leader-election-namespace default --liveness=http://127.0.0.1:8080/healthz --metrics-port 9090 $(RUN_FLAGS)
+	exec $(RUN_CONTROLLER)
+
+run-examples: ## print the example manifests `make run` applies (KUBELET=1: sessions on the node's image)
+	@for f in $(EXAMPLES); do echo "---"; \
+	  if [ -n "$(KUBELET)" ]; then sed -e 's|^\(    image:\) .*|\1 $(NODE_IMAGE)|' "$$f"; else cat "$$f"; fi; \
+	done
 
 lint: venv ## ruff, mypy (strict) and the import contract that keeps the domain pure
 	$(VENV)/bin/ruff check .

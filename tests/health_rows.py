@@ -139,6 +139,21 @@ def _suspended() -> dict[str, Any]:
     )
 
 
+def _drifted() -> dict[str, Any]:
+    """A running agent whose spec.runtime changed without a change of relaunchGeneration."""
+    plan = LaunchPlan(LaunchAction.KEEP, 1, "sha256:b", 1, "sha256:a", launched_at=NOW)
+    return agent_status(
+        generation=GENERATION,
+        resolution=AgentResolution(agent=AGENT, slots=[_slot(BindingState.BOUND)]),
+        work=WorkPlan(state=WorkState.IDLE),
+        waiting_since="",
+        config_map="alice-bindings",
+        session=SessionView(plan, 1, "sha256:a", NOW),
+        old={},
+        now=NOW,
+    )
+
+
 def _session(ready: dict[str, Any], *, stalled: bool) -> dict[str, Any]:
     """An agent status whose session is not running (the session-health contract)."""
     status = _agent()
@@ -162,6 +177,16 @@ _TOOL = ToolSpec.model_validate(
 
 def _tool(state: BindingState, cause: ErrorCause | None = None) -> dict[str, Any]:
     validation = ToolValidation(tool="team/git", static_slots=[_slot(state, cause)])
+    return tool_status(generation=GENERATION, tool=_TOOL, validation=validation, old={}, now=NOW)
+
+
+def _tool_asking_for_an_unregistered_type() -> dict[str, Any]:
+    unregistered = _slot(BindingState.ERROR, ErrorCause.MISSING).model_copy(
+        update={"mode": BindingMode.CONTEXTUAL, "resource_type": "ghost"}
+    )
+    validation = ToolValidation(
+        tool="team/git", static_slots=[_slot(BindingState.BOUND)], unregistered_slots=[unregistered]
+    )
     return tool_status(generation=GENERATION, tool=_TOOL, validation=validation, old={}, now=NOW)
 
 
@@ -225,6 +250,8 @@ def rows() -> list[Row]:
         Row("AgentSpec", "a conflict and a missing object", _agent(
             slots=[_slot(BindingState.ERROR, _CONFLICT)], missing_tools=["ghost"]), "False",
             "BindingError", False, True, "Failed", "Degraded"),
+        Row("AgentSpec", "spec.runtime drifted, relaunchGeneration unchanged", _drifted(),
+            "True", "BindingsDelivered", False, False, "Current", "Healthy"),
         Row("AgentSpec", "idle and suspended by its idle policy (no pod)", _suspended(), "True",
             "Suspended", False, False, "Current", "Healthy"),
         Row("AgentSpec", "session starting (contract)", _session(starting, stalled=False),
@@ -236,6 +263,8 @@ def rows() -> list[Row]:
         Row("Tool", "static slots valid", _tool(BindingState.BOUND), "True", "Valid",
             False, False, "Current", "Healthy"),
         Row("Tool", "staticResource or slot type missing", _tool(BindingState.ERROR, _MISSING),
+            "False", "MissingDependency", True, False, "InProgress", "Progressing"),
+        Row("Tool", "a contextual slot's type missing", _tool_asking_for_an_unregistered_type(),
             "False", "MissingDependency", True, False, "InProgress", "Progressing"),
         Row("Tool", "staticResource of an incompatible type",
             _tool(BindingState.ERROR, _CONFLICT), "False", "InvalidStaticSlot",

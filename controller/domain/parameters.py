@@ -36,12 +36,11 @@ def parameter_slot(
         grant = granted(view, namespace, value, resource, use=GrantUse.PARAMETER, reach=reach)
         if grant is None:  # refused before saying whether it exists: no existence oracle
             why, fix = refused(namespace, value, GrantUse.PARAMETER)
+            # Missing, not a conflict: the owner's grant, applied later, admits it as it stands.
             return call.error(
-                f"its parameter value {value!r} names a Resource in namespace {elsewhere!r}, and "
-                f"an agent may use only Resources in its own namespace ({namespace!r}) unless a "
-                f"grant admits it: {why}",
+                f"its parameter value names another namespace's Resource: {why}",
                 f"{fix}; or register the resource in namespace {namespace!r}",
-                cause=ErrorCause.CONFLICT,
+                cause=ErrorCause.MISSING,
             )
         if resource is None:
             return call.error(

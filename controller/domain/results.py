@@ -197,14 +197,26 @@ class AgentResolution(ResultModel):
 
 
 class ToolValidation(ResultModel):
-    """A Tool checked on its own (registration time): are its static slots valid?"""
+    """A Tool checked on its own (registration time): are its static slots valid, and does every
+    other slot ask for a registered type?"""
 
     tool: str
     static_slots: list[SlotResult] = Field(default_factory=list)
+    unregistered_slots: list[SlotResult] = Field(default_factory=list)
+    """The contextual and parameter slots whose ``resourceType`` is not a registered
+    ResourceType (no resource can fill them until it is): missing, never a conflict."""
+
+    @property
+    def static_valid(self) -> bool:
+        return not any(s.state is BindingState.ERROR for s in self.static_slots)
 
     @property
     def errors(self) -> list[str]:
-        return [s.message for s in self.static_slots if s.state is BindingState.ERROR]
+        return [
+            s.message
+            for s in [*self.static_slots, *self.unregistered_slots]
+            if s.state is BindingState.ERROR
+        ]
 
     @property
     def conflicts(self) -> list[str]:

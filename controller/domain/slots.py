@@ -206,12 +206,11 @@ def static_slot(call: SlotCall, tool_namespace: str, view: RegistryView) -> Slot
         )
         if found is None:  # refused before saying whether it exists: no existence oracle
             why, fix = refused(tool_namespace, key, GrantUse.STATIC)
+            # Missing, not a conflict: the owner's grant, applied later, admits it as it stands.
             return call.error(
-                f"its staticResource {ref!r} is in namespace {key.rpartition('/')[0]!r}, and a "
-                f"Tool may name only Resources in its own namespace ({tool_namespace!r}) unless "
-                f"a grant admits it: {why}",
+                f"its staticResource names another namespace's Resource: {why}",
                 f"{fix}; or register the resource in namespace {tool_namespace!r}",
-                cause=ErrorCause.CONFLICT,
+                cause=ErrorCause.MISSING,
             )
         grant = found
     if resource is None:
@@ -322,15 +321,19 @@ class _ToolContext:
 
 
 def checked_tool_slots(tool: ToolObject, view: RegistryView) -> tuple[ToolValidation, set[str]]:
-    """A Tool's static slots checked on their own, and the other namespaces whose grants the
-    check consulted."""
+    """A Tool's static slots checked on their own, its other slots' types checked against the
+    registry, and the other namespaces whose grants the check consulted."""
     key, namespace = tool.meta.key, tool.meta.namespace
     context = _ToolContext(key, view.types, set(), set())
-    results = []
+    results, unregistered = [], []
     for slot in tool.spec.resource_slots:
+        call = SlotCall(tool.meta.name, slot, context)
+        known = slot.resource_type in view.types
         if slot.binding == "static":
-            call = SlotCall(tool.meta.name, slot, context)
-            known = slot.resource_type in view.types
             results.append(static_slot(call, namespace, view) if known else unknown_slot_type(call))
-    validation = ToolValidation.trusted({"tool": key, "static_slots": results})
+        elif not known:
+            unregistered.append(unknown_slot_type(call))
+    validation = ToolValidation.trusted(
+        {"tool": key, "static_slots": results, "unregistered_slots": unregistered}
+    )
     return validation, context.reach

@@ -42,17 +42,6 @@ class ToolIndex(FiledObjects[ToolObject]):
         """Whether a Tool's static slot names one of the Resources."""
         return not self._naming.keys().isdisjoint(resources)
 
-    def static_asking(self, type_name: str) -> set[str]:
-        """Tools with a static slot asking for the type: their validation depends on it."""
-        return {
-            key
-            for key in self._asking.get(type_name)
-            if any(
-                s.binding == "static" and s.resource_type == type_name
-                for s in self._objects[key].spec.resource_slots
-            )
-        }
-
     def static_checkers(self, resources: Set[str], asked: Set[str] | None) -> set[str]:
         """Tools with a static slot naming one of the Resources and asking for one of the types
         ``asked`` (for any type when ``None``): their validation checks the Resource's type."""

@@ -53,8 +53,9 @@ class TypeChanges:
           against such an ``S`` (no message prints ``T``'s ancestors); a Tool, when a static
           slot asking for such an ``S`` names a resource of type ``T``, and then so are the
           agents using the Tool, whose results include its static slots.
-        * It appeared or vanished: besides, every slot and tag asking for it changed validity,
-          and every agent examining a resource of a type it reaches may see a change.
+        * It appeared or vanished: besides, every slot and tag asking for it changed validity
+          (a Tool's, whatever the slot's binding), and every agent examining a resource of a
+          type it reaches may see a change.
         """
         old_spec = None if old is None else old.spec
         new_spec = None if new is None else new.spec
@@ -84,7 +85,7 @@ class TypeChanges:
         if appeared_or_vanished:
             affected |= Affected(
                 agents=frozenset(self._askers_of(name)),
-                tools=frozenset(self._tools.static_asking(name)),
+                tools=frozenset(self._tools.asking(name)),
             )
         for t in watched:
             changed = before[t] ^ self._graph.closure(t).ancestors

@@ -23,7 +23,8 @@ API_WRITES = Counter(
 QUEUE_DEPTH = Gauge("bindery_queue_depth", "Objects waiting to be reconciled.")
 AGENTS_BY_STATE = Gauge(
     "bindery_agents",
-    "AgentSpecs by namespace and state (Idle, Working, Waiting, Releasing, Suspended, Error).",
+    "AgentSpecs by namespace and state (status.state: Idle, Working, Waiting, Releasing, "
+    "Suspended, Pending, Error).",
     ["namespace", "state"],
 )
 BINDINGS_BY_STATE = Gauge(

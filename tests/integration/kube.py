@@ -18,7 +18,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO_ROOT / "examples" / "manifests"
 
 
-AGENT_COLUMNS = ["NAME", "WORK", "STATE", "SYNCED", "LAUNCH", "READY", "REASON", "AGE"]
+AGENT_COLUMNS = ["NAME", "WORK", "STATE", "SYNCED", "LAUNCH", "DRIFT", "READY", "REASON", "AGE"]
 """What ``kubectl get agentspecs`` prints as its header (the CRD's default printer columns)."""
 
 

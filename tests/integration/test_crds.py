@@ -839,6 +839,26 @@ def test_kubectl_rejects_unknown_fields_and_warns_when_asked(
     assert "colour" not in json.loads(stored)["spec"]
 
 
+def test_server_side_apply_refuses_unknown_fields_in_the_words_the_readme_quotes(
+    cluster: Cluster, crds: list[str], namespace: str
+) -> None:
+    """Server-side apply builds a typed patch, which has no room for an unknown field: refused
+    whatever ``--validate`` says (the README quotes this text, not client-side apply's)."""
+    manifest = yaml.safe_dump(_agent(colour="blue"))
+    said = f"failed to create typed patch object ({namespace}/a; bindery.dev/v1alpha1, "
+    for validate in ("--validate=strict", "--validate=warn", "--validate=false"):
+        out = cluster.kubectl(
+            "apply", "--server-side", validate, "-n", namespace, "-f", "-",
+            input=manifest, check=False,
+        )  # fmt: skip
+        assert out.returncode != 0, validate
+        assert said in out.stderr, out.stderr
+        assert ".spec.colour: field not declared in schema" in out.stderr, out.stderr
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert "Error from server: failed to create typed patch object (demo/typo;" in readme
+    assert ".spec.resourceSlot: field not declared in schema" in readme
+
+
 # --------------------------------------------------------------------------------------------
 # Status subresource
 

@@ -14,14 +14,17 @@ from __future__ import annotations
 
 import copy
 import json
+import threading
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, cast
 
 import pytest
 import yaml
+from kubernetes import client, watch
 
 from harness.cluster import ensure_binaries
 from tests.integration.kube import apply, bindings_document, condition, must_get, wait_status
@@ -36,6 +39,103 @@ USER = "team-a-dev"
 SHARED_URI = "file:///srv/platform/shared-config"
 ONE_PASS = 10.0
 """Seconds within which one reconcile pass reaches every affected agent on the test cluster."""
+
+
+class ConditionWatch:
+    """Records every status the API server holds for the Tools and AgentSpecs of some namespaces
+    while it is open: it lists, then watches from the list's resourceVersion, so no version of an
+    object's conditions goes unseen (a poll could miss a Stalled that lasted one pass)."""
+
+    PLURALS = ("tools", "agentspecs")
+
+    def __init__(self, cluster: Cluster, namespaces: list[str]) -> None:
+        self._api = client.CustomObjectsApi(cluster.api_client())
+        self._namespaces = namespaces
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self.errors: list[BaseException] = []
+        self.seen: list[tuple[str, str, str, dict[str, str]]] = []
+        """(kind plural, namespace/name, resourceVersion, condition type -> "status reason")."""
+
+    def _record(self, plural: str, obj: dict[str, Any]) -> None:
+        md = obj.get("metadata") or {}
+        conditions = {
+            str(c.get("type")): f"{c.get('status')} {c.get('reason')}"
+            for c in (obj.get("status") or {}).get("conditions") or []
+        }
+        key = f"{md.get('namespace')}/{md.get('name')}"
+        with self._lock:
+            self.seen.append((plural, key, str(md.get("resourceVersion")), conditions))
+
+    def stalled(self) -> list[tuple[str, str, str, dict[str, str]]]:
+        with self._lock:
+            return [s for s in self.seen if s[3].get("Stalled", "").startswith("True")]
+
+    def reasons(self, plural: str, key: str) -> list[str]:
+        """The Ready reasons the object went through, each once, in order."""
+        out: list[str] = []
+        with self._lock:
+            for kind, name, _, conditions in self.seen:
+                ready = conditions.get("Ready")
+                if kind == plural and name == key and ready and (not out or out[-1] != ready):
+                    out.append(ready)
+        return out
+
+    def _run(self, plural: str, namespace: str, rv: str) -> None:
+        stream = watch.Watch()
+        try:
+            while not self._stop.is_set():
+                for event in stream.stream(
+                    self._api.list_namespaced_custom_object,
+                    "bindery.dev", "v1alpha1", namespace, plural,
+                    resource_version=rv, timeout_seconds=1,
+                ):  # fmt: skip
+                    if event["type"] == "ERROR":
+                        self.errors.append(AssertionError(f"watch: {event['raw_object']}"))
+                        return
+                    obj = event["object"]
+                    rv = str(obj["metadata"]["resourceVersion"])
+                    if event["type"] != "BOOKMARK":
+                        self._record(plural, obj)
+                    if self._stop.is_set():
+                        break
+        except BaseException as exc:  # surfaced by __exit__
+            self.errors.append(exc)
+        finally:
+            stream.stop()
+
+    def __enter__(self) -> ConditionWatch:
+        for namespace in self._namespaces:
+            for plural in self.PLURALS:
+                listing = cast(
+                    "dict[str, Any]",
+                    self._api.list_namespaced_custom_object(
+                        "bindery.dev", "v1alpha1", namespace, plural
+                    ),
+                )
+                for obj in listing["items"]:
+                    self._record(plural, obj)
+                rv = str(listing["metadata"]["resourceVersion"])
+                thread = threading.Thread(
+                    target=self._run, args=(plural, namespace, rv), daemon=True
+                )
+                thread.start()
+                self._threads.append(thread)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=15)
+        self._api.api_client.close()
+        if exc is None and self.errors:
+            raise AssertionError(f"the condition watch failed: {self.errors!r}") from self.errors[0]
 
 
 def _docs(name: str) -> list[dict[str, Any]]:
@@ -167,11 +267,15 @@ def test_the_shared_config_example_by_grant_from_three_teams(
     for team in teams:
         apply(cluster, team, *(placed(d, spaces) for d in _docs("20-team.yaml")))
 
-    # No grant: each team is refused, the message names the grant that would allow it, and
-    # nothing of the platform's Resource is delivered.
+    # No grant: each team waits for one (Pending: the grant's apply fixes it), the message
+    # names the grant that would allow it, and nothing of the platform's Resource is delivered.
     for team in teams:
         refused = wait_status(
-            cluster, "agentspec", team, "configurer", lambda o: o["status"].get("state") == "Error"
+            cluster,
+            "agentspec",
+            team,
+            "configurer",
+            lambda o: o["status"].get("state") == "Pending",
         )
         message = config_row(refused)["message"]
         assert f"no ResourceGrant there lets namespace {team!r} bind it by static" in message
@@ -191,7 +295,7 @@ def test_the_shared_config_example_by_grant_from_three_teams(
     assert forged.returncode == 0, forged.stderr
     wait_status(cluster, "resourcegrant", teams[0], "mine", lambda o: condition(o, "Ready") != {})
     still = must_get(cluster, "agentspec", teams[0], "configurer")
-    assert still["status"]["state"] == "Error"
+    assert still["status"]["state"] == "Pending"
     assert SHARED_URI not in delivered(cluster, teams[0])
 
     # The owner grants: every team delivers shared-config, and its binding names the grant.
@@ -233,10 +337,74 @@ def test_the_shared_config_example_by_grant_from_three_teams(
             timeout=ONE_PASS,
         )  # fmt: skip
         refused = wait_status(
-            cluster, "agentspec", team, "configurer", lambda o: o["status"].get("state") == "Error"
+            cluster,
+            "agentspec",
+            team,
+            "configurer",
+            lambda o: o["status"].get("state") == "Pending",
         )
         assert "share-config" not in json.dumps(config_row(refused).get("resource") or {})
     assert time.monotonic() - start < ONE_PASS
+
+
+def _apply_file(cluster: Cluster, namespace: str, docs: list[dict[str, Any]]) -> None:
+    """``kubectl apply --server-side`` of an example file, as its header says to apply it."""
+    body = "\n---\n".join(yaml.safe_dump(d) for d in docs)
+    cluster.kubectl("apply", "--server-side", "-n", namespace, "-f", "-", input=body)
+
+
+def _converged(obj: dict[str, Any]) -> bool:
+    st = obj.get("status") or {}
+    return (
+        st.get("observedGeneration") == obj["metadata"]["generation"]
+        and condition(obj, "Ready").get("status") == "True"
+    )
+
+
+def test_the_grants_example_converges_in_either_apply_order_without_stalling(
+    cluster: Cluster, spaces: dict[str, str], shared: ControllerProcess
+) -> None:
+    """docs/gitops.md says apply order does not matter. team-a applies its Tool and agent before
+    the platform's grant exists: they wait (Reconciling, the agent Pending) for the grant, never
+    Stalled (which Argo CD shows Degraded and Flux fails a sync on); team-b applies after it and
+    converges at once. Every status version the API server holds is watched, not polled."""
+    local, first, later = spaces["local"], spaces["team-a"], spaces["team-b"]
+    cluster.kubectl(
+        "apply", "--server-side", "-f", str(REPO / "examples/manifests/00-resourcetypes.yaml")
+    )
+    team = [placed(d, spaces) for d in _docs("20-team.yaml")]
+    with ConditionWatch(cluster, [first, later]) as seen:
+        _apply_file(cluster, first, team)
+        tool = wait_status(
+            cluster, "tool", first, "read-shared-config",
+            lambda o: condition(o, "Reconciling").get("status") == "True",
+        )  # fmt: skip
+        assert condition(tool, "Ready")["reason"] == "MissingDependency"
+        message = condition(tool, "Ready")["message"]
+        assert f"no ResourceGrant there lets namespace {first!r} bind it by static" in message
+        assert message.count(f"is in namespace {local!r}") == 1, message  # said once
+        assert condition(tool, "Stalled")["status"] == "False"
+        waiting = wait_status(
+            cluster, "agentspec", first, "configurer",
+            lambda o: o["status"].get("state") == "Pending",
+        )  # fmt: skip
+        assert condition(waiting, "Reconciling")["status"] == "True"
+        row = cluster.kubectl("get", "agentspec", "configurer", "-n", first).stdout
+        assert "Pending" in row.splitlines()[1], row
+
+        _apply_file(cluster, local, [placed(d, spaces) for d in _docs("10-platform.yaml")])
+        _apply_file(cluster, later, team)
+        for namespace in (first, later):
+            wait_status(cluster, "tool", namespace, "read-shared-config", _converged)
+            agent = wait_status(cluster, "agentspec", namespace, "configurer", _converged)
+            assert agent["status"]["state"] == "Idle"
+            assert config_row(agent)["resource"]["grant"] == f"{local}/share-config"
+    assert seen.stalled() == [], seen.stalled()
+    assert seen.reasons("tools", f"{first}/read-shared-config")[-2:] == [
+        "False MissingDependency",
+        "True Valid",
+    ]
+    assert "False MissingDependency" not in seen.reasons("tools", f"{later}/read-shared-config")
 
 
 BAD_GRANTS = [
@@ -328,7 +496,7 @@ def test_a_selector_and_a_parameter_reach_another_namespace_by_grant(
     }
     apply(cluster, team, tool, agent)
     refused = wait_status(
-        cluster, "agentspec", team, "configurer", lambda o: o["status"].get("state") == "Error"
+        cluster, "agentspec", team, "configurer", lambda o: o["status"].get("state") == "Pending"
     )
     rows = {b["name"]: b for b in refused["status"]["bindings"]}
     assert "names no resource" in rows["both.asked"]["message"]  # another's uid: not found

@@ -9,6 +9,7 @@ schema refuses every spec the controller's models would) are checked on the buil
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +28,7 @@ from tests.integration.kube import (
     wait_status,
     work,
 )
-from tests.support import Cluster, ControllerProcess
+from tests.support import Cluster, ControllerProcess, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -206,7 +207,7 @@ def test_printer_columns_show_why_an_agent_is_not_ready(
     )
     plain = cluster.kubectl("get", "agentspecs", "-n", namespace).stdout.splitlines()
     assert plain[0].split() == AGENT_COLUMNS
-    assert plain[1].split()[:5] == ["needs-tool", "Error", "true", "False", "MissingDependency"]
+    assert plain[1].split()[:5] == ["needs-tool", "Pending", "true", "False", "MissingDependency"]
     wide = cluster.kubectl("get", "agentspecs", "-n", namespace, "-o", "wide").stdout.splitlines()
     header = wide[0].split()
     assert header[header.index("REASON") + 1] == "MESSAGE"
@@ -216,3 +217,81 @@ def test_printer_columns_show_why_an_agent_is_not_ready(
     assert tools[0].split()[:6] == ["NAME", "SLOTS", "STATIC-VALID", "READY", "REASON", "MESSAGE"]
     assert tools[1].split()[:5] == ["pinned", "1", "false", "False", "MissingDependency"]
     assert condition(tool, "Ready")["message"][:40] in tools[1]
+
+
+def _event_types(cluster: Cluster, namespace: str, name: str, reason: str) -> list[str]:
+    return cluster.kubectl(
+        "get", "events", "-n", namespace, "--field-selector",
+        f"involvedObject.name={name},reason={reason}", "-o", "jsonpath={.items[*].type}",
+    ).stdout.split()  # fmt: skip
+
+
+def _row(cluster: Cluster, kind: str, namespace: str, name: str) -> list[str]:
+    return cluster.kubectl("get", kind, name, "-n", namespace).stdout.splitlines()[1].split()
+
+
+def test_waiting_reads_pending_and_normal_while_failing_reads_error_and_warning(
+    cluster: Cluster, namespace: str, controller: ControllerProcess
+) -> None:
+    """STATE and the event's type tell "wait" from "fix me" as kstatus does; a Tool whose
+    contextual slot asks for a type nobody registered waits for it, and is Ready once it is."""
+    late, kind, other = (f"{x}-{namespace}" for x in ("late", "kind", "other"))
+    types = [_obj("ResourceType", t, {}) for t in (kind, other)]
+    cluster.kubectl(
+        "apply", "--server-side", "-f", "-",
+        input="\n---\n".join(json.dumps(t) for t in types),
+    )  # fmt: skip
+    try:
+        apply(
+            cluster,
+            namespace,
+            _obj("Tool", "lint", {"resourceSlots": [{"name": "repo", "resourceType": late}]}),
+            _obj("Resource", "doc", {"type": kind, "uri": "x://doc"}),
+            agent("waits", tools=[{"name": "not-yet"}]),
+            # The registered Resource with this URI is of a type the tag does not accept.
+            agent("fails", resources=[{"name": "doc", "tag": other, "uri": "x://doc"}]),
+        )
+        tool = wait_status(
+            cluster, "tools", namespace, "lint",
+            lambda o: condition(o, "Ready").get("reason") == "MissingDependency",
+        )  # fmt: skip
+        assert condition(tool, "Reconciling")["status"] == "True"
+        assert condition(tool, "Stalled")["status"] == "False"
+        assert (
+            f"its resourceType {late!r} is not a registered ResourceType"
+            in (condition(tool, "Ready")["message"])
+        )
+        assert _row(cluster, "tools", namespace, "lint")[:4] == [
+            "lint", "1", "False", "MissingDependency",
+        ]  # fmt: skip
+
+        wait_status(cluster, "agentspecs", namespace, "waits", lambda o: bool(o.get("status")))
+        failing = wait_status(
+            cluster, "agentspecs", namespace, "fails",
+            lambda o: condition(o, "Stalled").get("status") == "True",
+        )  # fmt: skip
+        reason = condition(failing, "Ready")["reason"]
+        assert _row(cluster, "agentspecs", namespace, "waits")[1] == "Pending"
+        assert _row(cluster, "agentspecs", namespace, "fails")[1] == "Error"
+        assert wait_for(
+            lambda: _event_types(cluster, namespace, "waits", "MissingDependency") or None,
+            what="the waiting agent's event",
+        ) == ["Normal"]
+        assert wait_for(
+            lambda: _event_types(cluster, namespace, "fails", reason) or None,
+            what="the failing agent's event",
+        ) == ["Warning"]
+
+        cluster.kubectl(
+            "apply", "--server-side", "-f", "-",
+            input=json.dumps(_obj("ResourceType", late, {})),
+        )  # fmt: skip
+        ready = wait_status(
+            cluster, "tools", namespace, "lint",
+            lambda o: condition(o, "Ready").get("status") == "True",
+        )  # fmt: skip
+        assert condition(ready, "Ready")["reason"] == "Valid"
+    finally:
+        cluster.kubectl(
+            "delete", "resourcetype", late, kind, other, "--ignore-not-found", check=False
+        )

@@ -60,7 +60,7 @@ def test_a_late_resource_type_repairs_the_agents_that_need_it(
 ) -> None:
     late = f"late-{namespace}"
     apply(cluster, namespace, agent("a", resources=[{"name": "doc", "tag": late, "uri": "x://1"}]))
-    broken = wait_status(cluster, "agentspec", namespace, "a", state("Error"))
+    broken = wait_status(cluster, "agentspec", namespace, "a", state("Pending"))
     assert late in condition(broken, "Ready")["message"]
     # A missing type is something a later apply brings: progress (kstatus InProgress), not Stalled.
     assert condition(broken, "Ready")["reason"] == "MissingDependency"
@@ -225,7 +225,7 @@ def test_a_broken_tool_is_reported_and_repaired(
     assert condition(bad_tool, "Reconciling")["status"] == "True"
     assert "missing-dir" in condition(bad_tool, "Ready")["message"]
     assert bad_tool["status"]["staticSlotsValid"] is False
-    bad_agent = wait_status(cluster, "agentspec", namespace, "user", state("Error"))
+    bad_agent = wait_status(cluster, "agentspec", namespace, "user", state("Pending"))
     assert "missing-dir" in condition(bad_agent, "Ready")["message"]
     events = cluster.kubectl(
         "get",

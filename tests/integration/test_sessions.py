@@ -8,6 +8,7 @@ status.
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import Any
 
@@ -279,6 +280,25 @@ def test_bindings_metadata_resources_tools_and_runtime_edits_never_restart_the_s
 # ====================================================================== 3. drift
 
 
+def _columns(cluster: Cluster, namespace: str, name: str) -> dict[str, str]:
+    """The agent's row of ``kubectl get agentspec -o wide``, by column header (cut where the
+    header's columns start: an empty cell prints nothing)."""
+    header, row = cluster.kubectl(
+        "get", "agentspec", name, "-n", namespace, "-o", "wide"
+    ).stdout.splitlines()[:2]
+    starts = [m.start() for m in re.finditer(r"\S+", header)]
+    ends = [*starts[1:], None]
+    return {header[a:b].strip(): row[a:b].strip() for a, b in zip(starts, ends, strict=True)}
+
+
+def _event_types(cluster: Cluster, namespace: str, name: str, reason: str) -> list[str]:
+    """The types (Normal, Warning) of the agent's events with ``reason``."""
+    return cluster.kubectl(
+        "get", "events", "-n", namespace, "--field-selector",
+        f"involvedObject.name={name},reason={reason}", "-o", "jsonpath={.items[*].type}",
+    ).stdout.split()  # fmt: skip
+
+
 def test_a_runtime_change_without_relaunch_is_drift_shown_not_acted_on(
     cluster: Cluster, namespace: str, controller: ControllerProcess
 ) -> None:
@@ -304,8 +324,28 @@ def test_a_runtime_change_without_relaunch_is_drift_shown_not_acted_on(
     assert relaunch["observedGeneration"] == obj["metadata"]["generation"]
     assert "relaunchGeneration" in relaunch["message"]
     assert ready(obj), "drift is not an error: the agent stays Ready"
+    assert st["drift"] is True
+
+    # Where users look: `kubectl get -o wide` shows the drift, and one Normal event says what to
+    # do (once per drift, not once per pass).
+    assert _columns(cluster, namespace, "s") | {"LAUNCH": "1/1", "DRIFT": "true"} == (
+        _columns(cluster, namespace, "s")
+    )
+    assert _columns(cluster, namespace, "s")["READY"] == "True"
+    said = wait_for(
+        lambda: _event_types(cluster, namespace, "s", "RelaunchRequired") or None,
+        timeout=30,
+        what="a RelaunchRequired event",
+    )
+    assert said == ["Normal"]
+    message = cluster.kubectl(
+        "get", "events", "-n", namespace, "--field-selector",
+        "involvedObject.name=s,reason=RelaunchRequired", "-o", "jsonpath={.items[0].message}",
+    ).stdout  # fmt: skip
+    assert "change spec.relaunchGeneration" in message, message
 
     settle(cluster, namespace)
+    assert _event_types(cluster, namespace, "s", "RelaunchRequired") == ["Normal"]
     now = pods(cluster, namespace, "s")
     assert [uid(p) for p in now] == [uid(pod)]
     assert image(now[0]) == IMAGE_A
@@ -318,6 +358,7 @@ def test_a_runtime_change_without_relaunch_is_drift_shown_not_acted_on(
     apply(cluster, namespace, _session())
     obj = wait_status(cluster, "agentspec", namespace, "s", launched(1), what="drift cleared")
     assert obj["status"]["desiredTrajectoryHash"] == launched_hash
+    assert _columns(cluster, namespace, "s")["DRIFT"] == "false"
     settle(cluster, namespace)
     assert [uid(p) for p in pods(cluster, namespace, "s")] == [uid(pod)]
     sts = must_get(cluster, "statefulset", namespace, session_name("s"))

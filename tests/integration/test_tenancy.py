@@ -87,14 +87,14 @@ def test_another_namespaces_resource_never_reaches_an_agent(
     }  # fmt: skip
     apply(cluster, namespace, tool, agent)
     refused = wait_status(
-        cluster, "agentspec", namespace, "nosy", lambda o: o["status"].get("state") == "Error"
+        cluster, "agentspec", namespace, "nosy", lambda o: o["status"].get("state") == "Pending"
     )
     rows = {b["name"]: b for b in refused["status"]["bindings"]}
-    assert "may name only Resources in its own namespace" in rows["peek.pinned"]["message"]
-    assert "may use only Resources in its own namespace" in rows["peek.asked"]["message"]
+    assert "staticResource names another namespace's Resource" in rows["peek.pinned"]["message"]
+    assert "parameter value names another namespace's Resource" in rows["peek.asked"]["message"]
     assert "names no resource" in rows["peek.by-uid"]["message"]
     pinned = wait_status(cluster, "tool", namespace, "peek", lambda o: bool(o.get("status")))
-    assert "its own namespace" in json.dumps(pinned["status"])
+    assert "another namespace's Resource" in json.dumps(pinned["status"])
     delivered = must_get(cluster, "configmap", namespace, "nosy-bindings")["data"]
     assert SECRET not in json.dumps(delivered)
     assert "tenant-b" not in json.dumps(delivered)

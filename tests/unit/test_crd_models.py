@@ -285,6 +285,7 @@ PRINTER_COLUMNS = {
         "State": ".status.state",
         "Synced": ".status.delivery.synced",
         "Launch": ".status.launch",
+        "Drift": ".status.drift",
         "Ready": '.status.conditions[?(@.type=="Ready")].status',
         "Reason": '.status.conditions[?(@.type=="Ready")].reason',
         "Age": ".metadata.creationTimestamp",
@@ -457,6 +458,7 @@ def test_agent_status_fields() -> None:
         "Waiting",
         "Releasing",
         "Suspended",
+        "Pending",
         "Error",
     ]
     session = status["session"]["properties"]

@@ -59,8 +59,12 @@ def test_a_static_slot_across_namespaces_is_refused_without_a_grant() -> None:
         team = key.partition("/")[0]
         assert result.state is BindingState.ERROR
         assert result.resource is None
-        assert "may name only Resources in its own namespace" in result.message
+        assert "its staticResource names another namespace's Resource" in result.message
         assert f"lets namespace {team!r} bind it by static" in result.message
+        # The grant is missing, not wrong: the owner's next apply admits it (Reconciling).
+        assert result.cause is ErrorCause.MISSING
+        # Said once: no clause of the refusal repeats in its message.
+        assert result.message.count("is in namespace") == 1
         assert f"spec.from: [{{namespace: {team}}}]" in result.message
         assert "spec.to: [{name: shared-config}]" in result.message
 

@@ -11,7 +11,7 @@ import pytest
 from controller.domain.models import LabelSelector, LabelSelectorRequirement
 from controller.domain.multiindex import MultiIndex
 from controller.domain.registry import Affected, Registry
-from controller.domain.results import BindingState
+from controller.domain.results import BindingState, ErrorCause
 from tests.unit.domain_objects import agent, registry_of, resource, rtype, slot, tool, use
 
 REPO = Path(__file__).resolve().parents[2]
@@ -480,3 +480,31 @@ def test_the_benchmark_runs_at_a_tiny_scale_and_prints_its_figures() -> None:
 def test_an_object_of_no_registered_kind_is_refused() -> None:
     with pytest.raises(TypeError, match=r"^not a registered kind: str$"):
         Registry().upsert("team/alice")  # type: ignore[arg-type]
+
+
+def test_a_tool_whose_contextual_or_parameter_slot_asks_for_an_unregistered_type_is_missing() -> (
+    None
+):
+    """Not only static slots: a slot of any binding asking for a type nobody registered can never
+    be filled, so the Tool says so (a dependency the next apply brings), and it is checked again
+    when the type appears."""
+    registry = registry_of(
+        rtype("vcs"),
+        tool("a/lint", slot("repo", "ghost"), slot("target", "phantom", "parameter")),
+    )
+    validation = registry.validate_tool("a/lint")
+    assert validation.static_valid
+    assert [s.slot for s in validation.unregistered_slots] == ["repo", "target"]
+    assert all(s.cause is ErrorCause.MISSING for s in validation.unregistered_slots)
+    (repo, target) = validation.errors
+    assert "tool a/lint, slot 'repo'" in repo
+    assert "'ghost' is not a registered ResourceType" in repo
+    assert "create a ResourceType named 'ghost'" in repo
+    assert "'phantom'" in target
+
+    assert "a/lint" in registry.upsert_type(rtype("ghost")).tools
+    assert [s.slot for s in registry.validate_tool("a/lint").unregistered_slots] == ["target"]
+    assert "a/lint" in registry.upsert_type(rtype("phantom")).tools
+    assert registry.validate_tool("a/lint").errors == []
+    assert "a/lint" in registry.delete_type("ghost").tools
+    assert registry.validate_tool("a/lint").errors != []

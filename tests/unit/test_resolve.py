@@ -451,9 +451,12 @@ def test_a_static_slot_may_not_name_a_resource_in_another_namespace() -> None:
     )
     (checked,) = registry.validate_tool("a/cfg").static_slots
     assert checked.resource is None
-    assert "is in namespace 'b', and a Tool may name only Resources in its own namespace" in (
-        checked.message
+    assert checked.message.startswith(
+        "tool a/cfg, slot 'config': its staticResource names another namespace's Resource: "
+        "Resource 'b/shared' is in namespace 'b', and no ResourceGrant there lets namespace 'a' "
+        "bind it by static. Candidates: none. Fix: ask the owners of namespace 'b'"
     )
+    assert checked.cause is ErrorCause.MISSING
     # The same words whether or not the other namespace has it: no existence oracle.
     hidden = registry_of(*TYPES, tool("a/cfg", slot("config", "vcs", "static", static="b/none")))
     (other,) = hidden.validate_tool("a/cfg").static_slots
@@ -563,9 +566,10 @@ def test_a_parameter_value_is_tried_as_a_name_before_a_uid() -> None:
 def test_a_parameter_value_may_not_name_a_resource_in_another_namespace() -> None:
     by_name = parameter("b/far", resource("b/far", "git-checkout", "git://far"))
     assert by_name.resource is None
-    assert "names a Resource in namespace 'b', and an agent may use only Resources" in (
+    assert "its parameter value names another namespace's Resource: Resource 'b/far' is in " in (
         by_name.message
     )
+    assert by_name.cause is ErrorCause.MISSING
     far = resource("b/far", "git-checkout", "git://far")
     by_uid = parameter(far.meta.uid, far)
     assert by_uid.resource is None

@@ -41,9 +41,11 @@ from controller.domain.status import (
     ERROR_STATE,
     MAX_CANDIDATES,
     MAX_MESSAGE,
+    PENDING_STATE,
     SessionView,
     agent_status,
     binding_rows,
+    blocked_status,
     condition,
     health_conditions,
     invalid_status,
@@ -521,6 +523,19 @@ def test_relaunch_required_on_drift() -> None:
     assert trajectory_hash(RT)[:19] in relaunch["message"]
     # drift alone does not make the agent unready: the session keeps working
     assert cond(s["conditions"], "Ready")["status"] == "True"
+    assert s["drift"] is True  # the DRIFT column
+
+
+def test_the_drift_column_says_false_while_the_session_runs_spec_runtime() -> None:
+    h = trajectory_hash(RT)
+    assert status_for(IDLE, session=_session(RT, 2, Launched(2, h, T0)))["drift"] is False
+    assert status_for(IDLE, session=_session(RT, 4, None))["drift"] is False
+    assert "drift" not in status_for(IDLE)  # no runtime, no launch: the column stays empty
+
+
+def test_relaunch_clears_the_drift_column() -> None:
+    plan = LaunchPlan(LaunchAction.RELAUNCH, 2, "sha256:new", 1, "sha256:old")
+    assert status_for(IDLE, session=SessionView(plan, 2, "sha256:new", T1))["drift"] is False
 
 
 def test_relaunch_clears_drift() -> None:
@@ -617,7 +632,9 @@ def test_tool_status_valid() -> None:
     ]
     ready = cond(s["conditions"], "Ready")
     assert (ready["status"], ready["reason"]) == ("True", "Valid")
-    assert ready["message"] == "1 static slot(s) valid"
+    assert ready["message"] == (
+        "the resourceType of each of its 3 slot(s) is registered; 1 static slot(s) valid"
+    )
 
 
 def test_tool_status_without_static_slots() -> None:
@@ -628,7 +645,9 @@ def test_tool_status_without_static_slots() -> None:
     assert s["slotCount"] == 0
     assert s["staticSlots"] == []
     assert s["staticSlotsValid"] is True
-    assert cond(s["conditions"], "Ready")["message"] == "0 static slot(s) valid"
+    assert cond(s["conditions"], "Ready")["message"] == (
+        "the resourceType of each of its 0 slot(s) is registered; 0 static slot(s) valid"
+    )
 
 
 def test_tool_status_invalid_static_slot() -> None:
@@ -769,7 +788,8 @@ def _missing_slot() -> SlotResult:
 def test_an_agent_missing_only_objects_is_reconciling_not_stalled() -> None:
     res = resolution().model_copy(update={"slots": [_missing_slot()], "missing_tools": ["ghost"]})
     s = status_for(WAITING, res=res, waiting_since=T1)
-    assert s["state"] == ERROR_STATE  # STATE still says the bindings are in error
+    # STATE says it waits (Pending), not that a person must fix it (Error, which is Stalled)
+    assert s["state"] == PENDING_STATE == "Pending"
     ready = cond(s["conditions"], "Ready")
     assert (ready["status"], ready["reason"]) == ("False", "MissingDependency")
     assert "does not exist" in ready["message"]
@@ -790,6 +810,7 @@ def test_one_conflict_among_missing_objects_stalls_the_agent_and_lists_everythin
     assert "no such Resource" in ready["message"]
     assert "does not exist" in ready["message"]
     assert cond(s["conditions"], "Stalled")["status"] == "True"
+    assert s["state"] == ERROR_STATE
     assert cond(s["conditions"], "Reconciling")["status"] == "False"
 
 
@@ -801,6 +822,28 @@ def test_a_tool_whose_static_resource_is_missing_is_reconciling() -> None:
     s = tool_status(generation=2, tool=TOOL, validation=v, old={}, now=T0)
     assert s["staticSlotsValid"] is False
     assert cond(s["conditions"], "Ready")["reason"] == "MissingDependency"
+    assert cond(s["conditions"], "Reconciling")["status"] == "True"
+    assert cond(s["conditions"], "Stalled")["status"] == "False"
+
+
+def test_a_tool_whose_other_slot_asks_for_an_unregistered_type_waits_for_it() -> None:
+    """Valid static slots, and a contextual slot asking for a type nobody registered: the Tool is
+    not Ready (MissingDependency, Reconciling: creating the type fixes it), its static slots
+    stay valid."""
+    v = ToolValidation(
+        tool="team/git",
+        static_slots=[_static(BindingState.BOUND, bound=True)],
+        unregistered_slots=[
+            _static(BindingState.ERROR, "its resourceType 'ghost' is not registered").model_copy(
+                update={"cause": ErrorCause.MISSING, "slot": "repo", "resource_type": "ghost"}
+            )
+        ],
+    )
+    s = tool_status(generation=2, tool=TOOL, validation=v, old={}, now=T0)
+    assert s["staticSlotsValid"] is True
+    ready = cond(s["conditions"], "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "MissingDependency")
+    assert ready["message"] == "its resourceType 'ghost' is not registered"
     assert cond(s["conditions"], "Reconciling")["status"] == "True"
     assert cond(s["conditions"], "Stalled")["status"] == "False"
 
@@ -933,6 +976,17 @@ def test_an_invalid_spec_is_stalled_and_only_an_agent_shows_the_error_state() ->
     assert agent_like["state"] == ERROR_STATE
     assert cond(agent_like["conditions"], "Stalled")["reason"] == "InvalidSpec"
     assert "state" not in invalid_status(4, "spec.tools: bad", {}, T0)
+
+
+def test_a_pass_blocked_for_now_reads_pending_and_one_blocked_for_good_reads_error() -> None:
+    old = {"state": "Idle", "bindingsConfigMap": "alice-bindings"}
+    transient = blocked_status(4, old, T0, reason="ForeignObject", message="m", stalled=False)
+    assert transient["state"] == PENDING_STATE
+    assert cond(transient["conditions"], "Reconciling")["status"] == "True"
+    assert transient["bindingsConfigMap"] == "alice-bindings"
+    lasting = blocked_status(4, old, T0, reason="ForeignObject", message="m")
+    assert lasting["state"] == ERROR_STATE
+    assert cond(lasting["conditions"], "Stalled")["status"] == "True"
 
 
 def test_a_session_counts_as_running_unless_its_pod_is_seen_not_to() -> None:

@@ -36,7 +36,7 @@ from controller.domain.status.conditions import (
     ready_message,
 )
 from controller.domain.status.events import Note, agent_events, tool_events
-from controller.domain.status.fields import ERROR_STATE
+from controller.domain.status.fields import ERROR_STATE, PENDING_STATE
 from controller.domain.status.kinds import (
     grant_status,
     invalid_status,
@@ -51,6 +51,7 @@ __all__ = [
     "MAX_CANDIDATES",
     "MAX_MESSAGE",
     "MISSING_DEPENDENCY",
+    "PENDING_STATE",
     "RECONCILED",
     "RELEASING_STATE",
     "SUSPENDED_STATE",

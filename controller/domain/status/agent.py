@@ -14,7 +14,7 @@ from controller.domain.status.conditions import (
     health_conditions,
     merge_conditions,
 )
-from controller.domain.status.fields import ERROR_STATE, ref_field
+from controller.domain.status.fields import ERROR_STATE, PENDING_STATE, ref_field
 from controller.domain.status.session import (
     SessionView,
     launch_status,
@@ -53,7 +53,7 @@ def agent_status(
         delivery=delivery,
     )
     conditions = health_conditions(ready, progressing=True, stalled=stalled)
-    state = ERROR_STATE if errors else work.state.value
+    state = _state(resolution, work)
     if delivery is not None and delivery.releasing and not errors:
         state = RELEASING_STATE
     if session is not None and session.suspended and not errors and work.state is WorkState.IDLE:
@@ -82,6 +82,17 @@ def agent_status(
             status["workspace"] = session.workspace.as_status()
     status["conditions"] = merge_conditions(old.get("conditions"), conditions, now)
     return status
+
+
+def _state(resolution: AgentResolution, work: WorkPlan) -> str:
+    """The ``state`` column: Error only when a person must change something (Stalled); Pending
+    while it waits for an object the next apply brings (Reconciling), like a Pod or a
+    PersistentVolumeClaim that waits for what it needs."""
+    if resolution.conflicts:
+        return ERROR_STATE
+    if resolution.errors:
+        return PENDING_STATE
+    return work.state.value
 
 
 def _work_status(agent: str, work: WorkPlan, waiting_since: str) -> dict[str, Any]:
@@ -231,6 +242,6 @@ def blocked_status(
     return {
         **kept,
         "observedGeneration": generation,
-        "state": ERROR_STATE,
+        "state": ERROR_STATE if stalled else PENDING_STATE,
         "conditions": merge_conditions(old.get("conditions"), conditions, now),
     }

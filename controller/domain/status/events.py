@@ -1,5 +1,5 @@
-"""The Events an object's status transition posts: a launch, work acquired, and each change of
-what its Ready condition says."""
+"""The Events an object's status transition posts: a drift from spec.runtime, a launch, work
+acquired, and each change of what its Ready condition says."""
 
 from __future__ import annotations
 
@@ -29,12 +29,33 @@ def _news(old: dict[str, Any], new: dict[str, Any]) -> bool:
     return after.get("status") != "True" and before.get("message") != after.get("message")
 
 
+def _relaunch_required(st: dict[str, Any]) -> dict[str, Any]:
+    return next((c for c in st.get("conditions") or [] if c.get("type") == "RelaunchRequired"), {})
+
+
+def _new_drift(old: dict[str, Any], new: dict[str, Any]) -> Note | None:
+    """The RelaunchRequired Event, once per drift: when the session's trajectory starts to differ
+    from spec.runtime, or spec.runtime changes again while it differs (not on every pass, nor
+    after a restart that finds the same drift). Normal: the session runs on as launched, and
+    nothing fails until the relaunch is asked for."""
+    if not new.get("drift"):
+        return None
+    # Read from the condition, which statuses written before the drift field carry too.
+    drifted = _relaunch_required(old).get("status") == "True"
+    if drifted and old.get("desiredTrajectoryHash") == new.get("desiredTrajectoryHash"):
+        return None
+    return Note("RelaunchRequired", str(_relaunch_required(new).get("message", "")))
+
+
 def agent_events(
     old: dict[str, Any], new: dict[str, Any], launched: LaunchAction | None
 ) -> list[Note]:
-    """The Events an agent's status transition from ``old`` to ``new`` posts: a launch, and
-    every change of what its Ready condition says (none for a first pass that is simply Ready)."""
+    """The Events an agent's status transition from ``old`` to ``new`` posts: a new drift from
+    spec.runtime, a launch, and every change of what its Ready condition says (none for a first
+    pass that is simply Ready)."""
     notes: list[Note] = []
+    if (drifted := _new_drift(old, new)) is not None:
+        notes.append(drifted)
     if launched is not None:
         notes.append(
             Note(

@@ -8,7 +8,11 @@ from typing import Any
 from controller.domain.results import BoundResource
 
 ERROR_STATE = "Error"
-"""The ``state`` of an agent whose bindings (or whose spec, or whose last pass) are in error."""
+"""The ``state`` of an agent whose bindings (or whose spec, or whose last pass) are in error that
+a person must fix (kstatus Failed: Stalled=True)."""
+PENDING_STATE = "Pending"
+"""The ``state`` of an agent that waits for an object the next apply can bring: a missing Tool,
+Resource or ResourceType, or a ResourceGrant (kstatus InProgress: Reconciling=True)."""
 
 
 def resource_field(resource: BoundResource) -> dict[str, Any]:

@@ -40,12 +40,16 @@ def tool_status(
     elif errors:
         ready = condition("Ready", False, MISSING_DEPENDENCY, "; ".join(errors), generation)
     else:
-        ready = condition("Ready", True, "Valid", f"{len(static)} static slot(s) valid", generation)
+        message = (
+            f"the resourceType of each of its {len(tool.resource_slots)} slot(s) is registered; "
+            f"{len(static)} static slot(s) valid"
+        )
+        ready = condition("Ready", True, "Valid", message, generation)
     conditions = health_conditions(ready, progressing=True, stalled=bool(conflicts))
     return {
         "observedGeneration": generation,
         "slotCount": len(tool.resource_slots),
-        "staticSlotsValid": not errors,
+        "staticSlotsValid": validation.static_valid,
         "staticSlots": static,
         "conditions": merge_conditions(old.get("conditions"), conditions, now),
     }

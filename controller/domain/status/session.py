@@ -1,5 +1,5 @@
 """The session side of an agent's status: whether the session it asks for runs, and the launch
-fields with the RelaunchRequired condition."""
+fields (``drift`` among them) with the RelaunchRequired condition."""
 
 from __future__ import annotations
 
@@ -118,6 +118,9 @@ def launch_status(
         )
     else:
         reason, message = "UpToDate", "the session runs the current spec.runtime"
+    # The DRIFT column: the session runs something other than spec.runtime asks for. Not a
+    # failure (kstatus): Ready stays as it is, and the RelaunchRequired condition says what to do.
+    fields["drift"] = drift
     return fields, condition("RelaunchRequired", drift, reason, message, generation)
 
 
