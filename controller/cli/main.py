@@ -169,13 +169,9 @@ def _uri_encode(args: argparse.Namespace) -> int:
 
 
 def _resolve(args: argparse.Namespace) -> int:
-    from controller.session import (
-        BindingsError,
-        ResolveError,
-        load_bindings,
-        resolve,
-        resource_json,
-    )
+    from bindery_session import BindingsError, load_bindings
+
+    from controller.session import ResolveError, resolve, resource_json
 
     try:
         bindings = load_bindings(args.bindings)
@@ -190,7 +186,7 @@ def _resolve(args: argparse.Namespace) -> int:
 
 
 def _ack(args: argparse.Namespace) -> int:
-    from controller.session import (
+    from bindery_session import (
         AcknowledgeError,
         BindingsError,
         acknowledge,
@@ -429,7 +425,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     resolve.set_defaults(func=_resolve)
     _add_ack_parser(sub)
-    from controller.session import sidecar
+    from controller import sidecar
 
     deliver = sub.add_parser(
         "deliver",

@@ -15,6 +15,8 @@ import unicodedata
 from decimal import Decimal
 from urllib.parse import quote
 
+from bindery_session.wire import BINDINGS_MOUNT
+
 URI_MAX_BYTES = 2048
 """A URI, or a tool parameter, is at most this many bytes (ASCII only, so also characters)."""
 
@@ -213,8 +215,8 @@ def object_name_problem(value: str, what: str) -> str | None:
     return f"{what} name {shown(value)} is not valid: expected {SUBDOMAIN_RULE}"
 
 
-BINDINGS_MOUNT = "/var/run/bindery"
-"""Where the session reads its bindings; no user volume may be mounted there or below."""
+# BINDINGS_MOUNT (the session library's): where the session reads its bindings; no user volume
+# may be mounted there or below.
 BINDINGS_VOLUME = "bindings"
 RESERVED_VOLUME_PREFIX = "bindery-"
 """Volume names the session builder keeps for itself (the delivery sidecar's volumes)."""

@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from bindery_session.wire import ACK_FILE, ACK_MOUNT, BINDINGS_FILE
+
 from controller.domain import acknowledgement as ack
-from controller.domain.delivery import BINDINGS_FILE
 from controller.domain.models import AgentObject
 from controller.k8s.builders.bindings import (
     BINDINGS_MOUNT,
@@ -97,7 +98,7 @@ def delivery_sidecar(agent: AgentObject, delivery: SessionDelivery) -> dict[str,
             f"--lease={ack.ack_lease_name(agent.meta.name)}",
             f"--seed={SEED_MOUNT}/{BINDINGS_FILE}",
             f"--out={bindings}",
-            f"--ack-file={ack.ACK_MOUNT}/{ack.ACK_FILE}",
+            f"--ack-file={ACK_MOUNT}/{ACK_FILE}",
             f"--token-dir={TOKEN_MOUNT}",
         ],
         "env": [
@@ -107,7 +108,7 @@ def delivery_sidecar(agent: AgentObject, delivery: SessionDelivery) -> dict[str,
         ],
         "volumeMounts": [
             {"name": BINDINGS_VOLUME, "mountPath": BINDINGS_MOUNT},
-            {"name": ACK_VOLUME, "mountPath": ack.ACK_MOUNT, "readOnly": True},
+            {"name": ACK_VOLUME, "mountPath": ACK_MOUNT, "readOnly": True},
             {"name": SEED_VOLUME, "mountPath": SEED_MOUNT, "readOnly": True},
             {"name": TOKEN_VOLUME, "mountPath": TOKEN_MOUNT, "readOnly": True},
         ],
