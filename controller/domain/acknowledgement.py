@@ -19,26 +19,42 @@ from datetime import datetime
 from enum import Enum
 
 from bindery_session.wire import (
-    ACK_ENV as ACK_ENV,
+    ACK_ENV,
+    ACK_FILE,
+    ACK_MOUNT,
+    APPLIED,
+    REFUSED,
+    STARTED,
+    digest,
 )
-from bindery_session.wire import (
-    ACK_FILE as ACK_FILE,
-)
-from bindery_session.wire import (
-    ACK_MOUNT as ACK_MOUNT,
-)
-from bindery_session.wire import (
-    APPLIED as APPLIED,
-)
-from bindery_session.wire import (
-    REFUSED as REFUSED,
-)
-from bindery_session.wire import (
-    STARTED as STARTED,
-)
-from bindery_session.wire import (
-    digest as digest,
-)
+
+__all__ = [
+    "ACKNOWLEDGED_AT",
+    "ACKNOWLEDGES",
+    "ACK_ENV",
+    "ACK_FILE",
+    "ACK_LEASE_PREFIX",
+    "ACK_MOUNT",
+    "ANNOTATIONS",
+    "APPLIED",
+    "APPLIED_DIGEST",
+    "DELIVERED_AT",
+    "DELIVERED_DIGEST",
+    "POD_NAME",
+    "POD_UID",
+    "REFUSAL",
+    "REFUSED",
+    "REFUSED_DIGEST",
+    "STARTED",
+    "Acknowledgement",
+    "Confirmation",
+    "DeliveryView",
+    "SessionPod",
+    "ack_lease_name",
+    "confirmation",
+    "digest",
+    "seconds_since",
+]
 
 ACK_LEASE_PREFIX = "bindery-ack-"
 

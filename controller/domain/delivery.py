@@ -73,9 +73,7 @@ def delivered_bindings(
         for d in resolution.direct
     )
     token = (
-        Fence(uid=fence.uid, resource_version=fence.resource_version)
-        if fence is not None
-        else None
+        Fence(uid=fence.uid, resource_version=fence.resource_version) if fence is not None else None
     )
     resources = [
         DeliveredBinding(
@@ -117,9 +115,7 @@ def bindings_document(
     fence: Hold | None = None,
 ) -> dict[str, Any]:
     """:func:`delivered_bindings` as JSON values (what :func:`render` turns into the file)."""
-    return delivered_bindings(
-        agent, resolution, deliver_work=deliver_work, fence=fence
-    ).document()
+    return delivered_bindings(agent, resolution, deliver_work=deliver_work, fence=fence).document()
 
 
 def delivered_work_uris(rendered: str) -> set[str]:

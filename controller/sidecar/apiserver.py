@@ -68,4 +68,3 @@ class InCluster:
         if resp.status >= 300:
             raise ApiRequestError(f"{method} {path}: HTTP {resp.status}: {data[:300]!r}")
         return json.loads(data) if data else None
-

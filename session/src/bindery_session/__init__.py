@@ -73,4 +73,3 @@ __all__ = [
     "parse_bindings",
     "refuse",
 ]
-

@@ -1,9 +1,9 @@
 """The library's exceptions: one root, a branch per thing that can go wrong::
 
-    SessionError
-    ├── BindingsError       the bindings document cannot be read or is not one
-    └── AcknowledgeError    the acknowledgement cannot be written, or there is nothing to
-                            acknowledge
+SessionError
+├── BindingsError       the bindings document cannot be read or is not one
+└── AcknowledgeError    the acknowledgement cannot be written, or there is nothing to
+                        acknowledge
 """
 
 from __future__ import annotations

@@ -192,9 +192,7 @@ class BindingsWatcher:
                 callback(document)
             except Exception as exc:
                 reason = str(exc) or type(exc).__name__
-                log.warning(
-                    "bindings %s refused: the callback raised: %s", document.digest, reason
-                )
+                log.warning("bindings %s refused: the callback raised: %s", document.digest, reason)
                 refuse(document, reason, self.ack_path)
                 continue
             write_applied(document, self.ack_path)
