@@ -32,7 +32,7 @@ from bindery_session.files import write_atomically
 from bindery_session.testing import FakeBindings
 
 from controller.domain import acknowledgement as ack
-from controller.domain import delivery, rules
+from controller.domain import delivery
 from controller.domain.models import API_VERSION, WORK_ROLE, Access, BindingMode
 from controller.domain.results import BindingState as DomainBindingState
 from controller.domain.work import Hold
@@ -133,7 +133,7 @@ def test_the_wire_enumerations_carry_the_domains_values() -> None:
 
 
 def test_paths_and_states_are_the_session_librarys() -> None:
-    assert builders.BINDINGS_MOUNT == rules.BINDINGS_MOUNT == session_wire.BINDINGS_MOUNT
+    assert builders.BINDINGS_MOUNT == session_wire.BINDINGS_MOUNT
     assert builders.BINDINGS_ENV == session_wire.BINDINGS_ENV
     assert delivery.BINDINGS_FILE == session_wire.BINDINGS_FILE
     assert (ack.ACK_MOUNT, ack.ACK_FILE, ack.ACK_ENV) == (

@@ -20,7 +20,7 @@ import json
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from enum import Enum
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import (
     BaseModel,
@@ -56,11 +56,11 @@ ACK_ENV = "BINDERY_ACK_FILE"
 DEFAULT_ACK_FILE = f"{ACK_MOUNT}/{ACK_FILE}"
 """Where the session pod mounts the acknowledgement directory (also in ``$BINDERY_ACK_FILE``)."""
 
-STARTED = "Started"
+STARTED: Final = "Started"
 """The runtime acknowledges documents (it says so before it first reads one)."""
-APPLIED = "Applied"
+APPLIED: Final = "Applied"
 """The runtime applied the document and stopped using anything it no longer carries."""
-REFUSED = "Refused"
+REFUSED: Final = "Refused"
 """The runtime refused the document (the acknowledgement's ``message`` says why)."""
 AckState = Literal["Started", "Applied", "Refused"]
 
