@@ -3,9 +3,11 @@
 * bench/bench_resolve.py: binding resolution in memory (run as its own process, so its peak-RSS
   figure is its own; its output lines are parsed into rows);
 * bench/bench_e2e.py: the controller against a real local API server, as ratios to a baseline
-  client (issue 10).
+  client (issue 10);
+* bench/bench_watch.py: how soon the session library's watcher notices a replaced bindings
+  document, through its directory watch and polling alone (its own process, like resolve).
 
-    .venv/bin/python -m bench [--scale 1.0] [--idle-seconds 300] [--only resolve|e2e|PHASE]
+    .venv/bin/python -m bench [--scale 1.0] [--idle-seconds 300] [--only resolve|watch|e2e|PHASE]
                               [--json FILE] [e2e options, see python -m bench.bench_e2e -h]
 
 ``--only`` is repeatable; a phase of bench_e2e (throughput, anchor, latency, fanout, writes,
@@ -34,8 +36,13 @@ _RATIO_LINE = re.compile(
 
 def resolve_rows(scale: float) -> tuple[list[Row], list[str]]:
     """Run bench_resolve in a child process; its ratio lines become rows, the rest notes."""
+    return child_rows("resolve", "bench.bench_resolve", "--scale", str(scale))
+
+
+def child_rows(bench: str, module: str, *args: str) -> tuple[list[Row], list[str]]:
+    """Run a benchmark module in a child process; its ratio lines become rows, the rest notes."""
     proc = subprocess.run(
-        [sys.executable, "-m", "bench.bench_resolve", "--scale", str(scale)],
+        [sys.executable, "-m", module, *args],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -43,7 +50,7 @@ def resolve_rows(scale: float) -> tuple[list[Row], list[str]]:
     )
     if proc.returncode != 0:
         message = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["failed"]
-        return [Row("resolve", "bench_resolve", "failed", note=message[0])], []
+        return [Row(bench, module.rpartition(".")[2], "failed", note=message[0])], []
     rows, notes = [], []
     for line in proc.stdout.splitlines():
         m = _RATIO_LINE.match(line.strip())
@@ -53,7 +60,7 @@ def resolve_rows(scale: float) -> tuple[list[Row], list[str]]:
         ratio = float(m.group("ratio"))
         rows.append(
             Row(
-                "resolve",
+                bench,
                 m.group("label"),
                 f"{m.group('value')} {m.group('unit')}",
                 f"<= {m.group('target')} {m.group('tunit')}",
@@ -71,12 +78,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         action="append",
-        choices=["resolve", "e2e", *bench_e2e.PHASES],
+        choices=["resolve", "watch", "e2e", *bench_e2e.PHASES],
         help="run one benchmark, or only these phases of bench_e2e (repeatable)",
     )
     parser.add_argument("--json", type=Path, help="write the rows (and e2e raw data) here")
     args, rest = parser.parse_known_args(argv)
-    only = set(args.only or ["resolve", "e2e"])
+    only = set(args.only or ["resolve", "watch", "e2e"])
     phases = sorted(only & set(bench_e2e.PHASES), key=bench_e2e.PHASES.index)
     if phases:
         only.add("e2e")
@@ -89,6 +96,11 @@ def main(argv: list[str] | None = None) -> int:
         print("running bench_resolve ...", file=sys.stderr, flush=True)
         got, notes = resolve_rows(args.scale)
         rows += got
+    if "watch" in only:
+        print("running bench_watch ...", file=sys.stderr, flush=True)
+        got, more = child_rows("watch", "bench.bench_watch")
+        rows += got
+        notes += more
     if "e2e" in only:
         print("running bench_e2e ...", file=sys.stderr, flush=True)
         report, info = bench_e2e.run(["--scale", str(args.scale), *rest])
