@@ -1,7 +1,8 @@
-"""The delivery sidecar (``bindery deliver``): brings each new bindings document into the
-session within a second, and carries the session's acknowledgement back to the controller.
+"""The delivery sidecar: brings each new bindings document into the session within a second,
+and carries the session's acknowledgement back to the controller.
 
-It runs beside the agent's runtime in the session pod (a native sidecar of the project's image)
+It runs beside the agent's runtime in the session pod (``bindery deliver``, a native sidecar of
+the project's image)
 with the only API credentials in the pod: a pod-bound token allowed to read one ConfigMap
 (``<agent>-bindings``) and to write one Lease (``bindery-ack-<agent>``). :mod:`.delivery` is its
 loop, :mod:`.apiserver` its requests.
