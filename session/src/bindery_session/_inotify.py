@@ -48,10 +48,12 @@ class DirectoryWatch:
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
+        self._poll = select.poll()  # not select(): a descriptor may be above FD_SETSIZE
+        self._poll.register(fd, select.POLLIN)
 
     def wait(self, timeout: float) -> bool:
         """Whether something changed within ``timeout`` seconds (the events are consumed)."""
-        ready, _, _ = select.select([self.fd], [], [], timeout)
+        ready = self._poll.poll(max(0, round(timeout * 1000)))
         if ready:
             self.drain()
         return bool(ready)

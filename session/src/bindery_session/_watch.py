@@ -207,8 +207,14 @@ class BindingsWatcher:
         watch = self._watch()
         changed = asyncio.Event()
         if watch is not None:
+            notified = watch
+
+            def on_ready() -> None:
+                notified.drain()  # consumed at once: a pending event would call back again
+                changed.set()
+
             try:
-                loop.add_reader(watch.fd, changed.set)
+                loop.add_reader(watch.fd, on_ready)
             except (NotImplementedError, RuntimeError):  # a loop without readers: poll
                 watch.close()
                 watch = None
@@ -219,9 +225,7 @@ class BindingsWatcher:
                     yield document
                     self._applied(document)
                 await _first(stop, changed, self.interval)
-                if watch is not None and changed.is_set():
-                    changed.clear()
-                    watch.drain()
+                changed.clear()
         finally:
             if watch is not None:
                 loop.remove_reader(watch.fd)
