@@ -1,7 +1,8 @@
 # syntax=docker/dockerfile:1
 #
-# The Bindery controller image. Two stages: the builder turns the source into wheels (ours and
-# every dependency's, compiled there if a dependency ships no wheel), and the final stage
+# The Bindery controller image. Two stages: the builder turns the source into wheels (ours, the
+# session library's from session/, and every dependency's, compiled there if a dependency ships
+# no wheel), and the final stage
 # installs those wheels, offline, into a virtualenv on a fresh slim base: no compiler, no
 # source tree, no pip cache. The code is byte-compiled at build time, so the container runs
 # with a read-only root filesystem, as the non-root user 65532.
@@ -16,13 +17,19 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1
 WORKDIR /src
-# Dependencies first: this layer is rebuilt only when pyproject.toml changes.
+# The session library first (the controller depends on it; it is not on an index): small, and
+# its wheel lets the dependency layer below resolve it.
+COPY session ./session
+RUN pip wheel --no-deps --wheel-dir /wheels/session ./session
+# Dependencies next: this layer is rebuilt only when a pyproject.toml or the library changes.
 COPY pyproject.toml README.md ./
 RUN mkdir controller && touch controller/__init__.py \
-    && pip wheel --wheel-dir /wheels/deps . \
-    && rm -r /wheels/deps/bindery-*.whl controller build ./*.egg-info
+    && pip wheel --wheel-dir /wheels/deps --find-links /wheels/session . \
+    && rm -r /wheels/deps/bindery-0*.whl /wheels/deps/bindery_session-*.whl controller build \
+       ./*.egg-info
 COPY controller ./controller
-RUN pip wheel --no-deps --wheel-dir /wheels/app .
+RUN pip wheel --no-deps --wheel-dir /wheels/app . \
+    && cp /wheels/session/*.whl /wheels/app/
 
 FROM ${PYTHON_IMAGE}
 LABEL org.opencontainers.image.title="bindery" \
@@ -37,7 +44,7 @@ ENV PATH=/opt/bindery/bin:$PATH \
 RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
     python -m venv /opt/bindery \
     && /opt/bindery/bin/pip install --no-cache-dir --no-index --disable-pip-version-check \
-       --find-links=/wheels/deps /wheels/app/bindery-*.whl \
+       --find-links=/wheels/deps /wheels/app/*.whl \
     && /opt/bindery/bin/pip uninstall --yes pip \
     && python -m compileall -q -j 0 /opt/bindery/lib \
     && bindery --version

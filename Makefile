@@ -39,13 +39,14 @@ RUN_CONTROLLER = $(BINDERY) run --leader-elect --leader-election-namespace defau
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml session/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(PY) -m pip install --quiet --disable-pip-version-check -e ./session
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	touch $@
 
-venv: $(VENV)/.installed ## create .venv with the controller and its dev tools
+venv: $(VENV)/.installed ## create .venv with the session library, the controller and its dev tools
 
 control-plane: ## build (once, cached in ~/.cache/bindery; harness/tools/build.sh) etcd, kube-apiserver, kubectl, kwok, helm
 	bash harness/tools/build.sh >/dev/null

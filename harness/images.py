@@ -13,7 +13,7 @@ only imports them into the node's containerd:
 
 Keys: the pause image by its source; the base by its package set and the CA bundle; the
 project's image by the base key and every file the Dockerfile copies (``Dockerfile``,
-``pyproject.toml``, ``README.md``, ``controller/``).
+``pyproject.toml``, ``README.md``, ``controller/``, ``session/``).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ PROJECT_IMAGE = "localhost/bindery:dev"
 DEBIAN_SUITE = "bookworm"
 BASE_PACKAGES = ("python3", "python3-venv", "python3-pip", "python-is-python3", "ca-certificates")
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
-PROJECT_INPUTS = ("Dockerfile", "pyproject.toml", "README.md", "controller")
+PROJECT_INPUTS = ("Dockerfile", "pyproject.toml", "README.md", "controller", "session")
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ PROJECT_IMAGE = "localhost/bindery:dev"
 
 _PROGRAM = r"""
 import json, os, time
-from controller.session import BindingsWatcher
+from bindery_session import BindingsWatcher
 
 def out(**fields):
     print(json.dumps({"t": time.time(), **fields}), flush=True)

@@ -7,9 +7,9 @@ agent's session StatefulSet made and that has the sidecar in its spec: it follow
 bindings ConfigMap and, after a seeded random delay, records on the agent's acknowledgement
 Lease what the real sidecar would for that pod (the pod's name and uid).
 
-The record is built and written by the real sidecar's code (:class:`controller.session.sidecar.
+The record is built and written by the real sidecar's code (:class:`controller.sidecar.
 Sidecar`: ``deliver``, ``read_ack``, ``publish``), and the simulated runtime writes its
-acknowledgement file with :mod:`controller.session.acknowledge`; only the API calls differ: they
+acknowledgement file with :mod:`bindery_session`; only the API calls differ: they
 go through the harness's admin client instead of the pod's token (so the chart's admission policy
 that lets only a session's own pod write its Lease is not exercised here).
 
@@ -31,12 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bindery_session import BindingsError, acknowledge, announce, load_bindings
+
 from controller.domain import acknowledgement as ack
 from controller.domain.delivery import BINDINGS_FILE
 from controller.k8s.builders import AGENT_LABEL, has_delivery_sidecar, session_pod_of
-from controller.session.acknowledge import acknowledge, announce
-from controller.session.document import BindingsError, load_bindings
-from controller.session.sidecar import ApiRequestError, InCluster, Sidecar
+from controller.sidecar import ApiRequestError, InCluster, Sidecar
 from harness.kube import Kube, Watch
 
 Body = dict[str, Any]

@@ -43,7 +43,7 @@ def register(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from controller.session import (
+    from bindery_session import (
         AcknowledgeError,
         BindingsError,
         acknowledge,

@@ -1,6 +1,6 @@
 """``bindery deliver`` (in a session pod): the delivery sidecar, started by the controller.
 
-Its options belong to :mod:`controller.session.sidecar` and are parsed there, when the command
+Its options belong to :mod:`controller.sidecar` and are parsed there, when the command
 runs: the session library (and the Kubernetes client under it) is imported by this command
 only, not by every ``bindery`` command that builds the parser.
 """
@@ -23,7 +23,7 @@ def register(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from controller.session import sidecar
+    from controller import sidecar
 
     parser = argparse.ArgumentParser(
         prog="bindery deliver",

@@ -34,14 +34,10 @@ def register(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from bindery_session import BindingsError, load_bindings
+
     from controller.domain.rules import ascii_problem, param_problem
-    from controller.session import (
-        BindingsError,
-        ResolveError,
-        load_bindings,
-        resolve,
-        resource_json,
-    )
+    from controller.session import ResolveError, resolve, resource_json
 
     # Checked here, before any request: the value and names go into models and queries whose
     # own checks would end in a traceback rather than a message.

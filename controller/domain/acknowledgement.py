@@ -6,25 +6,57 @@ and the digests it delivered (the file is in place) and that the runtime applied
 This module reads and writes those records and decides, from them and the session pod, whether
 the session has let go of what the controller withdrew: the condition for releasing a ``work``
 hold (handoff A -> no holder -> B) and for an agent to be Ready.
+
+What the runtime writes for the sidecar to read (the acknowledgement file, its path, its states,
+the digest that names a document) is the session library's wire (:mod:`bindery_session.wire`),
+re-exported here under the names the controller uses.
 """
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
 
-ACK_LEASE_PREFIX = "bindery-ack-"
-ACK_MOUNT = "/var/run/bindery-ack"
-"""Where the runtime writes its acknowledgement file (an emptyDir shared with the sidecar).
+from bindery_session.wire import (
+    ACK_ENV,
+    ACK_FILE,
+    ACK_MOUNT,
+    APPLIED,
+    REFUSED,
+    STARTED,
+    digest,
+)
 
-The file is one JSON object, replaced by temp file and rename: ``{"digest": "sha256:...",
-"state": "Started" | "Applied" | "Refused", "message": "...", "at": "<RFC 3339>"}``.
-"""
-ACK_FILE = "ack.json"
-ACK_ENV = "BINDERY_ACK_FILE"
-"""The environment variable that holds the acknowledgement file's path in the runtime."""
+__all__ = [
+    "ACKNOWLEDGED_AT",
+    "ACKNOWLEDGES",
+    "ACK_ENV",
+    "ACK_FILE",
+    "ACK_LEASE_PREFIX",
+    "ACK_MOUNT",
+    "ANNOTATIONS",
+    "APPLIED",
+    "APPLIED_DIGEST",
+    "DELIVERED_AT",
+    "DELIVERED_DIGEST",
+    "POD_NAME",
+    "POD_UID",
+    "REFUSAL",
+    "REFUSED",
+    "REFUSED_DIGEST",
+    "STARTED",
+    "Acknowledgement",
+    "Confirmation",
+    "DeliveryView",
+    "SessionPod",
+    "ack_lease_name",
+    "confirmation",
+    "digest",
+    "seconds_since",
+]
+
+ACK_LEASE_PREFIX = "bindery-ack-"
 
 POD_UID = "bindery.dev/pod-uid"
 POD_NAME = "bindery.dev/pod-name"
@@ -47,21 +79,9 @@ ANNOTATIONS = (
     ACKNOWLEDGES,
 )
 
-STARTED = "Started"
-"""The runtime acknowledges documents (it says so before it first reads one)."""
-APPLIED = "Applied"
-"""The runtime applied the document and stopped using anything it no longer carries."""
-REFUSED = "Refused"
-"""The runtime refused the document (the acknowledgement's ``message`` says why)."""
-
 
 def ack_lease_name(agent_name: str) -> str:
     return f"{ACK_LEASE_PREFIX}{agent_name}"
-
-
-def digest(rendered: str) -> str:
-    """A document's identity: ``sha256:<hex>`` of its UTF-8 bytes."""
-    return "sha256:" + hashlib.sha256(rendered.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)

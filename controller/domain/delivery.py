@@ -1,35 +1,63 @@
 """The bindings document delivered to an agent's session (a JSON file in a ConfigMap).
 
-The document holds only what the session needs to work: the resolved direct bindings and tool
-slots. It carries no timestamps or generations, so its bytes change exactly when the delivered
-bindings change, and an unchanged pass writes nothing.
+The document's shape is the session library's wire model (:class:`bindery_session.wire.
+Bindings`), defined once for both sides: the controller builds it here from an agent's
+resolution and renders it; the session validates the same model. It holds only what the session
+needs to work (the resolved direct bindings and tool slots) and carries no timestamps or
+generations, so its bytes change exactly when the delivered bindings change, and an unchanged
+pass writes nothing.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from controller.domain.models import API_VERSION, WORK_ROLE, AgentObject
+from bindery_session.wire import (
+    BINDINGS_FILE,
+    AgentRef,
+    Bindings,
+    DeliveredBinding,
+    DeliveredResource,
+    DeliveredSlot,
+    DeliveredTool,
+    Fence,
+    render,
+)
+
+from controller.domain.models import WORK_ROLE, AgentObject
 from controller.domain.results import AgentResolution, BindingState, BoundResource
 from controller.domain.work import Hold
 
-BINDINGS_FILE = "bindings.json"
+__all__ = [
+    "BINDINGS_FILE",
+    "bindings_document",
+    "delivered_bindings",
+    "delivered_work_uris",
+    "render",
+    "without_work",
+]
 
 
-def _resource(resource: BoundResource | None) -> dict[str, Any] | None:
-    return (
-        resource.model_dump(mode="json", by_alias=True, exclude_defaults=True) if resource else None
+def _resource(resource: BoundResource) -> DeliveredResource:
+    return DeliveredResource(
+        uri=resource.uri,
+        type=resource.type,
+        alias=resource.alias,
+        name=resource.name,
+        namespace=resource.namespace,
+        uid=resource.uid,
+        attributes=resource.attributes,
+        grant=resource.grant,
     )
 
 
-def bindings_document(
+def delivered_bindings(
     agent: AgentObject,
     resolution: AgentResolution,
     *,
     deliver_work: bool,
     fence: Hold | None = None,
-) -> dict[str, Any]:
+) -> Bindings:
     """The document for ``agent``.
 
     The ``work`` binding appears only while the agent holds its URI: ``deliver_work`` says whether
@@ -44,76 +72,62 @@ def bindings_document(
         d.name != WORK_ROLE and d.uri == hidden and d.state is BindingState.BOUND
         for d in resolution.direct
     )
+    token = (
+        Fence(uid=fence.uid, resource_version=fence.resource_version) if fence is not None else None
+    )
     resources = [
-        {
-            "name": d.name,
-            "tag": d.tag,
-            "uri": d.uri,
-            "state": d.state.value,
-            **({"resource": _resource(d.resource)} if d.resource else {}),
-            **(
-                {"hold": {"uid": fence.uid, "resourceVersion": fence.resource_version}}
-                if fence is not None and d.name == WORK_ROLE
-                else {}
-            ),
-        }
+        DeliveredBinding(
+            name=d.name,
+            tag=d.tag,
+            uri=d.uri,
+            state=d.state.value,
+            resource=_resource(d.resource) if d.resource else None,
+            hold=token if d.name == WORK_ROLE else None,
+        )
         for d in resolution.direct
         if hidden is None or d.name != WORK_ROLE
     ]
-    tools: dict[str, list[dict[str, Any]]] = {}
+    tools: dict[str, list[DeliveredSlot]] = {}
     for s in resolution.slots:
-        slot: dict[str, Any] = {
-            "name": s.slot,
-            "mode": s.mode.value,
-            "access": s.access.value,
-            "resourceType": s.resource_type,
-            "state": s.state.value,
-        }
-        if s.resource is not None and (s.resource.uri != hidden or carried):
-            slot["resource"] = _resource(s.resource)
-        tools.setdefault(s.tool, []).append(slot)
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "Bindings",
-        "agent": {"namespace": agent.meta.namespace, "name": agent.meta.name},
-        "resources": resources,
-        "tools": [{"name": name, "slots": slots} for name, slots in tools.items()],
-    }
+        shown = s.resource is not None and (s.resource.uri != hidden or carried)
+        tools.setdefault(s.tool, []).append(
+            DeliveredSlot(
+                name=s.slot,
+                mode=s.mode.value,
+                access=s.access.value,
+                resource_type=s.resource_type,
+                state=s.state.value,
+                resource=_resource(s.resource) if shown and s.resource is not None else None,
+            )
+        )
+    return Bindings(
+        agent=AgentRef(namespace=agent.meta.namespace, name=agent.meta.name),
+        resources=resources,
+        tools=[DeliveredTool(name=name, slots=slots) for name, slots in tools.items()],
+    )
 
 
-def render(document: dict[str, Any]) -> str:
-    """Canonical JSON bytes for the document (stable across passes and processes)."""
-    return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+def bindings_document(
+    agent: AgentObject,
+    resolution: AgentResolution,
+    *,
+    deliver_work: bool,
+    fence: Hold | None = None,
+) -> dict[str, Any]:
+    """:func:`delivered_bindings` as JSON values (what :func:`render` turns into the file)."""
+    return delivered_bindings(agent, resolution, deliver_work=deliver_work, fence=fence).document()
 
 
 def delivered_work_uris(rendered: str) -> set[str]:
-    """The ``work`` URIs a delivered document contains (tolerates documents edited by hand)."""
-    try:
-        doc = json.loads(rendered)
-    except ValueError:
-        return set()
-    if not isinstance(doc, dict):
-        return set()
-    return {
-        r["uri"]
-        for r in doc.get("resources") or []
-        if isinstance(r, dict) and r.get("name") == WORK_ROLE and isinstance(r.get("uri"), str)
-    }
+    """The ``work`` URIs a delivered document contains (none in text that is not a bindings
+    document: the ConfigMap can be edited by hand)."""
+    document = Bindings.tolerant(rendered)
+    return document.work_uris if document is not None else set()
 
 
 def without_work(rendered: str) -> str:
     """A delivered document with its ``work`` URI withdrawn under every role and slot."""
-    uris = delivered_work_uris(rendered)
-    if not uris:
+    document = Bindings.tolerant(rendered)
+    if document is None or not document.work_uris:
         return rendered
-    doc = json.loads(rendered)
-
-    def mentions(entry: dict[str, Any]) -> bool:
-        return entry.get("uri") in uris or (entry.get("resource") or {}).get("uri") in uris
-
-    doc["resources"] = [r for r in doc["resources"] if not mentions(r)]
-    for tool in doc.get("tools") or []:
-        for slot in tool.get("slots") or []:
-            if (slot.get("resource") or {}).get("uri") in uris:
-                del slot["resource"]
-    return render(doc)
+    return document.without_work().render()

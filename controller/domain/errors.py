@@ -13,7 +13,6 @@ The tree (the class of each leaf is in the module named)::
     ├── InvalidInputError       what a person wrote cannot be used: fix the input
     │   ├── AuthoringError          authoring/errors.py   KDL or YAML manifests, file:line:col
     │   ├── ScanError               authoring/kdlscan.py  a KDL syntax error at an offset
-    │   ├── BindingsError           session/document.py   not a bindings document
     │   ├── ResolveError            session/resolver.py   a value that cannot fill a slot
     │   ├── SettingsError           runtime/settings.py   an environment variable a knob cannot take
     │   ├── QuantityError           domain/quantity.py    not a quantity, or one too large
@@ -22,18 +21,21 @@ The tree (the class of each leaf is in the module named)::
     │   │                       the write: classify by status and reason, never by message
     │   ├── ApiError                k8s/api.py            the controller's seam (status, reason,
     │   │                                                 causes)
-    │   ├── ApiRequestError         session/sidecar.py    the session sidecar's requests
+    │   ├── ApiRequestError         sidecar/apiserver.py  the session sidecar's requests
     │   ├── ForeignObjectError      reconcile/writer.py   an object Bindery does not own
     │   └── StaleWriteError         reconcile/writer.py   decided from a version since changed
     └── RunError                the running process cannot go on as it is: start-up checks,
-        │                       leadership, the session's own files
+        │                       leadership
         ├── PreflightError          runtime/preflight.py  a start-up check, with its exit code
-        ├── LeadershipLostError     runtime/leader.py     this replica no longer leads
-        └── AcknowledgeError        session/acknowledge.py  the acknowledgement cannot be written
+        └── LeadershipLostError     runtime/leader.py     this replica no longer leads
 
 A broken invariant of Bindery's own code is a bug: it raises what Python raises (an
 ``AssertionError``, a ``TypeError``), outside this tree, so that no ``except BinderyError``
 swallows it.
+
+The session library (``bindery_session``, a distribution of its own that imports nothing of the
+controller) has its own small tree: ``SessionError``, with ``BindingsError`` (not a bindings
+document) and ``AcknowledgeError`` (the acknowledgement cannot be written).
 
 Exit codes are not part of this tree: :class:`controller.runtime.exits.Exit` names them, and
 ``bindery run`` maps each failure to one.
@@ -58,6 +60,5 @@ class ApiServerError(BinderyError):
 
 
 class RunError(BinderyError):
-    """The running process (the controller, a session's library or sidecar) cannot go on as it
-    is: a start-up check failed, leadership was lost, a file of the session's cannot be
-    written."""
+    """The running process (the controller, a session's sidecar) cannot go on as it is: a
+    start-up check failed, leadership was lost."""

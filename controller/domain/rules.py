@@ -15,6 +15,8 @@ import unicodedata
 from decimal import Decimal
 from urllib.parse import quote
 
+from bindery_session.wire import BINDINGS_MOUNT
+
 from controller.domain import quantity
 
 URI_MAX_BYTES = 2048
@@ -219,8 +221,8 @@ def object_name_problem(value: str, what: str) -> str | None:
     return f"{what} name {shown(value)} is not valid: expected {SUBDOMAIN_RULE}"
 
 
-BINDINGS_MOUNT = "/var/run/bindery"
-"""Where the session reads its bindings; no user volume may be mounted there or below."""
+# BINDINGS_MOUNT (the session library's): where the session reads its bindings; no user volume
+# may be mounted there or below.
 BINDINGS_VOLUME = "bindings"
 RESERVED_VOLUME_PREFIX = "bindery-"
 """Volume names the session builder keeps for itself (the delivery sidecar's volumes)."""

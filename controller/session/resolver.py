@@ -19,6 +19,7 @@ import os
 import re
 from typing import Any, Protocol, cast
 
+from bindery_session import BindingMode, Bindings, DeliveredSlot, load_bindings
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
@@ -28,7 +29,6 @@ from controller.domain.models import (
     VERSION,
     AgentObject,
     AgentSpecSpec,
-    BindingMode,
     DirectBinding,
     ObjectMeta,
     ResourceObject,
@@ -43,7 +43,6 @@ from controller.domain.models import (
 )
 from controller.domain.registry import Registry
 from controller.domain.results import BindingState, BoundResource
-from controller.session.document import Bindings, DeliveredSlot, load_bindings
 
 _NAMESPACED = re.compile(r"([a-z0-9](?:[-a-z0-9]*[a-z0-9])?)/([a-z0-9](?:[-a-z0-9.]*[a-z0-9])?)")
 """``namespace/name`` (a URI has a scheme and a colon, so it never matches)."""
@@ -250,7 +249,7 @@ class SessionResolver:
         slot = ResourceSlot(
             name=delivered.name,
             resource_type=delivered.resource_type,
-            access=delivered.access,
+            access=delivered.access.value,
             binding="parameter",
         )
         tool_obj = ToolObject(

@@ -21,18 +21,11 @@ from typing import Any
 
 import pytest
 import yaml
+from bindery_session import Bindings, BindingsWatcher, parse_bindings
+from bindery_session.wire import BINDINGS_FILE
 from kubernetes import client, config
 
-from controller.domain.delivery import BINDINGS_FILE
-from controller.session import (
-    Bindings,
-    BindingsWatcher,
-    KubeReader,
-    ResolveError,
-    SessionResolver,
-    parse_bindings,
-    resolve,
-)
+from controller.session import KubeReader, ResolveError, SessionResolver, resolve
 from harness.cluster import ensure_binaries
 from tests.integration.kube import EXAMPLES, agent, apply, get, must_get, wait_status
 from tests.support import REPO_ROOT, Cluster, ControllerProcess, wait_for

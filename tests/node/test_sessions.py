@@ -281,7 +281,7 @@ def test_a_work_handoff_between_two_real_sessions(
 
 SILENT = r"""
 import time
-from controller.session import announce, load_bindings
+from bindery_session import announce, load_bindings
 
 announce()  # says it acknowledges ...
 load_bindings()

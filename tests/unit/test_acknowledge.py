@@ -13,6 +13,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bindery_session import (
+    DEFAULT_ACK_FILE,
+    AcknowledgeError,
+    Bindings,
+    BindingsWatcher,
+    ack_path,
+    acknowledge,
+    announce,
+    load_bindings,
+    refuse,
+)
 
 from controller.cli.exits import Exit
 from controller.cli.main import main
@@ -24,17 +35,6 @@ from controller.domain.acknowledgement import (
     REFUSED,
     STARTED,
     seconds_since,
-)
-from controller.session import (
-    DEFAULT_ACK_FILE,
-    AcknowledgeError,
-    Bindings,
-    BindingsWatcher,
-    ack_path,
-    acknowledge,
-    announce,
-    load_bindings,
-    refuse,
 )
 
 AGENT = {"namespace": "a", "name": "dev"}

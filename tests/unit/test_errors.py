@@ -51,7 +51,7 @@ def test_every_exception_of_controller_is_on_one_branch_of_the_bindery_tree() ->
     found = controller_exceptions()
     names = {cls.__name__ for cls in found}
     # The walk reaches every layer (a walk that found nothing would prove nothing).
-    assert {"ApiError", "PreflightError", "AuthoringError", "BindingsError"} <= names
+    assert {"ApiError", "PreflightError", "AuthoringError", "ResolveError"} <= names
     assert {"ForeignObjectError", "StaleWriteError", "LeadershipLostError"} <= names
     outside = [f"{c.__module__}.{c.__qualname__}" for c in found if not issubclass(c, BinderyError)]
     assert outside == [], "derive these from a branch of controller.domain.errors.BinderyError"

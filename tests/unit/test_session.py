@@ -13,25 +13,26 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bindery_session import (
+    DEFAULT_BINDINGS_FILE,
+    Bindings,
+    BindingsError,
+    BindingState,
+    BindingsWatcher,
+    DeliveredResource,
+    Fence,
+    bindings_path,
+    load_bindings,
+    parse_bindings,
+)
 
 from controller.domain.acknowledgement import digest
 from controller.domain.delivery import BINDINGS_FILE, bindings_document, render
 from controller.domain.models import AgentObject, ResourceObject, ResourceTypeObject
 from controller.domain.registry import Registry
-from controller.domain.results import BindingState, BoundResource
+from controller.domain.results import BoundResource
 from controller.k8s import builders
-from controller.session import (
-    DEFAULT_BINDINGS_FILE,
-    Bindings,
-    BindingsError,
-    BindingsWatcher,
-    Fence,
-    ResolveError,
-    SessionResolver,
-    load_bindings,
-    parse_bindings,
-)
-from controller.session.document import bindings_path
+from controller.session import ResolveError, SessionResolver
 from tests.unit.domain_objects import agent, registry_of, resource, rtype, slot, tool, use
 
 TYPES = (
@@ -80,7 +81,7 @@ def test_the_delivered_document_reads_into_typed_objects() -> None:
     bindings = parse_bindings(delivered(world(DEV)))
     assert bindings.agent.key == "a/dev"
     assert bindings.work is not None
-    assert bindings.work.resource == BoundResource(
+    assert bindings.work.resource == DeliveredResource(
         uri="github-issue://o/p/1",
         type="github-issue",
         alias="work",

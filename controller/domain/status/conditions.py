@@ -22,6 +22,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from bindery_session.wire import now_rfc3339 as session_now
+
 MISSING_DEPENDENCY = "MissingDependency"
 """The Ready (and Reconciling) reason of an object that waits for another one to be created."""
 
@@ -32,8 +34,9 @@ def now_rfc3339() -> str:
 
 def now_micro_rfc3339() -> str:
     """Now in microseconds (the API's MicroTime form), for times a duration is counted from:
-    a whole-second stamp would shorten a grace by up to a second."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    a whole-second stamp would shorten a grace by up to a second. The session library's
+    formatter: the sidecar and the runtime stamp their records the same way."""
+    return session_now()
 
 
 MAX_MESSAGE = 8192

@@ -5,15 +5,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from bindery_session.wire import BINDINGS_ENV, BINDINGS_FILE, BINDINGS_MOUNT
+
 from controller.domain import rules
-from controller.domain.delivery import BINDINGS_FILE
 from controller.domain.models import AgentObject
 from controller.domain.names import bindings_config_map_name
 from controller.k8s.builders.common import agent_labels, owner_reference
 
-BINDINGS_MOUNT = rules.BINDINGS_MOUNT
+__all__ = [
+    "BINDINGS_ENV",
+    "BINDINGS_MOUNT",
+    "BINDINGS_VOLUME",
+    "bindings_config_map",
+    "bindings_config_map_name",
+]
+
 BINDINGS_VOLUME = rules.BINDINGS_VOLUME
-BINDINGS_ENV = "BINDERY_BINDINGS_FILE"
 
 
 def bindings_config_map(agent: AgentObject, rendered: str) -> dict[str, Any]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from controller.domain import acknowledgement as ack
-from controller.domain.delivery import BINDINGS_FILE
+from bindery_session.wire import ACK_FILE, ACK_MOUNT, BINDINGS_FILE
+
 from controller.domain.models import AgentObject
 from controller.domain.names import (
     ack_lease_name,
@@ -89,7 +89,7 @@ def delivery_sidecar(agent: AgentObject, delivery: SessionDelivery) -> dict[str,
             f"--lease={ack_lease_name(agent.meta.name)}",
             f"--seed={SEED_MOUNT}/{BINDINGS_FILE}",
             f"--out={bindings}",
-            f"--ack-file={ack.ACK_MOUNT}/{ack.ACK_FILE}",
+            f"--ack-file={ACK_MOUNT}/{ACK_FILE}",
             f"--token-dir={TOKEN_MOUNT}",
         ],
         "env": [
@@ -99,7 +99,7 @@ def delivery_sidecar(agent: AgentObject, delivery: SessionDelivery) -> dict[str,
         ],
         "volumeMounts": [
             {"name": BINDINGS_VOLUME, "mountPath": BINDINGS_MOUNT},
-            {"name": ACK_VOLUME, "mountPath": ack.ACK_MOUNT, "readOnly": True},
+            {"name": ACK_VOLUME, "mountPath": ACK_MOUNT, "readOnly": True},
             {"name": SEED_VOLUME, "mountPath": SEED_MOUNT, "readOnly": True},
             {"name": TOKEN_VOLUME, "mountPath": TOKEN_MOUNT, "readOnly": True},
         ],

@@ -1,7 +1,7 @@
 """Telling the controller what the runtime did with a bindings document.
 
-The runtime writes one small JSON file, which the session pod's delivery sidecar reads and
-records on the agent's acknowledgement Lease (see :mod:`controller.domain.acknowledgement`)::
+The runtime writes one small JSON file (:class:`~bindery_session.wire.AckRecord`), which the
+session pod's delivery sidecar reads and records for the controller::
 
     {"digest": "sha256:<hex>", "state": "Applied", "message": "", "at": "2026-12-01T06:30:00.1Z"}
 
@@ -12,37 +12,31 @@ records on the agent's acknowledgement Lease (see :mod:`controller.domain.acknow
   stopped using anything it no longer carries (a ``work`` binding withdrawn from it).
 * :func:`refuse` (``Refused``, with the reason as ``message``): it will not apply the document.
 
-The file is at ``path``, else ``$BINDERY_ACK_FILE``, else :data:`DEFAULT_ACK_FILE` (an emptyDir
-the session pod shares with the sidecar). Each write replaces it whole: a temporary file in the
-same directory, flushed to disk, renamed over it, so the sidecar never reads half a record.
+The file is at ``path``, else ``$BINDERY_ACK_FILE``, else
+:data:`~bindery_session.wire.DEFAULT_ACK_FILE` (an emptyDir the session pod shares with the
+sidecar). Each write replaces it whole (:func:`~bindery_session.files.write_atomically`), so the
+sidecar never reads half a record.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-import tempfile
-from datetime import UTC, datetime
 from pathlib import Path
 
-from controller.domain.acknowledgement import (
+from bindery_session._errors import AcknowledgeError
+from bindery_session.files import write_atomically
+from bindery_session.wire import (
     ACK_ENV,
-    ACK_FILE,
     ACK_MOUNT,
     APPLIED,
+    DEFAULT_ACK_FILE,
     REFUSED,
     STARTED,
+    AckRecord,
+    AckState,
+    Bindings,
+    now_rfc3339,
 )
-from controller.domain.errors import RunError
-from controller.session.document import Bindings
-
-DEFAULT_ACK_FILE = f"{ACK_MOUNT}/{ACK_FILE}"
-"""Where the session pod mounts the acknowledgement directory (also in ``$BINDERY_ACK_FILE``)."""
-
-
-class AcknowledgeError(RunError):
-    """The acknowledgement cannot be written, or there is nothing to acknowledge."""
 
 
 def ack_path(path: str | os.PathLike[str] | None = None) -> Path:
@@ -84,17 +78,8 @@ def _digest(bindings: Bindings, verb: str) -> str:
     return bindings.digest
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
-
-
-def _record(digest: str, state: str, message: str, at: str) -> str:
-    """The file's content for one acknowledgement."""
-    return json.dumps({"digest": digest, "state": state, "message": message, "at": at}) + "\n"
-
-
-def _write(file: Path, *, digest: str, state: str, message: str) -> Path:
-    content = _record(digest, state, message, _now()).encode("utf-8")
+def _write(file: Path, *, digest: str, state: AckState, message: str) -> Path:
+    record = AckRecord(digest=digest, state=state, message=message, at=now_rfc3339())
     directory = file.parent
     outside = f"outside a session set {ACK_ENV} to a file in a directory that exists"
     if not directory.is_dir():
@@ -104,36 +89,10 @@ def _write(file: Path, *, digest: str, state: str, message: str) -> Path:
             f"Bindery delivery sidecar); {outside}"
         )
     try:
-        fd, temp = tempfile.mkstemp(prefix=f".{file.name}.", suffix=".tmp", dir=directory)
+        return write_atomically(file, record.line().encode("utf-8"))
     except OSError as exc:
         raise AcknowledgeError(
-            f"cannot write the acknowledgement file {file}: {exc.strerror or exc} creating a "
-            f"file in {directory}; the runtime's user must be able to write there "
+            f"cannot write the acknowledgement file {file}: {exc.strerror or exc}; the runtime's "
+            f"user must be able to create files in {directory} and replace {file.name} there "
             f"(the session pod mounts it at {ACK_MOUNT}); {outside}"
         ) from exc
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(content)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temp, file)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise AcknowledgeError(
-            f"cannot write the acknowledgement file {file}: {exc.strerror or exc}; it must be a "
-            f"regular file the runtime may replace (the session pod mounts its directory at "
-            f"{ACK_MOUNT}); {outside}"
-        ) from exc
-    _sync_directory(directory)
-    return file
-
-
-def _sync_directory(directory: Path) -> None:
-    """Make the rename durable (best effort: not every file system opens directories)."""
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
