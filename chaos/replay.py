@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.domain import acknowledgement as ack
+from controller.domain import names
 from controller.domain.delivery import BINDINGS_FILE, delivered_work_uris
 from controller.domain.work import hold_name
 from controller.k8s.builders import (
@@ -284,7 +285,7 @@ class _Replayer:
 
     def _lease(self, v: Version) -> bool:
         annotations = v.metadata.get("annotations") or {}
-        if v.name.startswith(ack.ACK_LEASE_PREFIX):
+        if v.name.startswith(names.ACK_LEASE_PREFIX):
             self._acknowledgement(v, annotations)
             return False
         if v.event == DELETED:
@@ -320,7 +321,7 @@ class _Replayer:
         return False
 
     def _acknowledgement(self, v: Version, annotations: dict[str, str]) -> None:
-        agent = v.name.removeprefix(ack.ACK_LEASE_PREFIX)
+        agent = v.name.removeprefix(names.ACK_LEASE_PREFIX)
         record = ack.Acknowledgement.from_annotations(annotations)
         if v.event == DELETED or not record.pod_uid:
             self.acked.pop(agent, None)
@@ -358,7 +359,7 @@ class _Replayer:
                 by_uri.setdefault(uri, []).append(
                     f"{agent} (pod {pod.name} uid {record.pod_uid}, {digest[:15]}... first "
                     f"written to {doc.config_map} at rv {doc.rv}, acknowledged on "
-                    f"{ack.ack_lease_name(agent)} at rv {rv})"
+                    f"{names.ack_lease_name(agent)} at rv {rv})"
                 )
         shared = {
             (uri, *(w.split(" ", 1)[0] for w in who)): (
@@ -484,10 +485,10 @@ def final_state(agents: list[Body], leases: list[Body], config_maps: list[Body])
         uri = _check_status(out, name, agent, holds)
         if uri is not None:
             claimants.setdefault(uri, []).append(name)
-    for uri, names in sorted(claimants.items()):
-        if holds.get(uri) not in names:
+    for uri, wanting in sorted(claimants.items()):
+        if holds.get(uri) not in wanting:
             out.stuck.append(
-                f"{uri}: {len(names)} claimant(s) ({', '.join(names[:5])}) but the hold names "
+                f"{uri}: {len(wanting)} claimant(s) ({', '.join(wanting[:5])}) but the hold names "
                 f"{holds.get(uri) or 'nobody'}"
             )
     for uri, holder in sorted(holds.items()):

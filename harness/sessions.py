@@ -34,6 +34,7 @@ from typing import Any
 from bindery_session import BindingsError, acknowledge, announce, load_bindings
 
 from controller.domain import acknowledgement as ack
+from controller.domain import names
 from controller.domain.delivery import BINDINGS_FILE
 from controller.k8s.builders import AGENT_LABEL, has_delivery_sidecar, session_pod_of
 from controller.sidecar import ApiRequestError, InCluster, Sidecar
@@ -198,7 +199,7 @@ class Sessions:
             api=self.api,
             namespace=self.namespace,
             config_map=f"{agent}-bindings",
-            lease=ack.ack_lease_name(agent),
+            lease=names.ack_lease_name(agent),
             pod_name=str(md["name"]),
             pod_uid=str(md["uid"]),
             seed=files / "seed.json",

@@ -22,8 +22,8 @@ from kubernetes import config
 from controller.cli.exits import Exit
 from controller.cli.parsers import add_why_parser
 from controller.cli.why_text import render_text, to_json
-from controller.domain.acknowledgement import ack_lease_name
 from controller.domain.explain import Observed, explain
+from controller.domain.names import ack_lease_name
 from controller.domain.work import Hold, WorkScope
 from controller.k8s.api import (
     AGENTS,

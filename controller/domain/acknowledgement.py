@@ -33,7 +33,6 @@ __all__ = [
     "ACKNOWLEDGES",
     "ACK_ENV",
     "ACK_FILE",
-    "ACK_LEASE_PREFIX",
     "ACK_MOUNT",
     "ANNOTATIONS",
     "APPLIED",
@@ -50,13 +49,10 @@ __all__ = [
     "Confirmation",
     "DeliveryView",
     "SessionPod",
-    "ack_lease_name",
     "confirmation",
     "digest",
     "seconds_since",
 ]
-
-ACK_LEASE_PREFIX = "bindery-ack-"
 
 POD_UID = "bindery.dev/pod-uid"
 POD_NAME = "bindery.dev/pod-name"
@@ -78,10 +74,6 @@ ANNOTATIONS = (
     ACKNOWLEDGED_AT,
     ACKNOWLEDGES,
 )
-
-
-def ack_lease_name(agent_name: str) -> str:
-    return f"{ACK_LEASE_PREFIX}{agent_name}"
 
 
 @dataclass(frozen=True)

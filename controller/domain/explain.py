@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from controller.domain import acknowledgement as ack
+from controller.domain import names
 from controller.domain import status as status_builder
 from controller.domain.delivery import bindings_document, render
 from controller.domain.grants import parse_grant
@@ -427,7 +428,7 @@ def explain(observed: Observed) -> dict[str, Any]:
         resolution=resolution,
         work=plan,
         waiting_since=str((written.get("work") or {}).get("since") or ""),
-        config_map=f"{agent.meta.name}-bindings",
+        config_map=names.bindings_config_map_name(agent.meta.name),
         session=session,
         old=written,
         now="",

@@ -45,9 +45,12 @@ def session_role_name(agent_name: str) -> str:
     return f"bindery-session-{agent_name}"
 
 
+ACK_LEASE_PREFIX = "bindery-ack-"
+
+
 def ack_lease_name(agent_name: str) -> str:
     """The Lease the session's delivery sidecar records its acknowledgements on."""
-    return f"bindery-ack-{agent_name}"
+    return f"{ACK_LEASE_PREFIX}{agent_name}"
 
 
 def workspace_claim_name(agent_name: str) -> str:

@@ -47,7 +47,8 @@ from typing import Any
 import pytest
 import urllib3
 
-from controller.domain.acknowledgement import POD_NAME, POD_UID, ack_lease_name
+from controller.domain.acknowledgement import POD_NAME, POD_UID
+from controller.domain.names import ack_lease_name
 from harness.cluster import ensure_binaries
 from tests.integration.test_chart import render, to_yaml
 from tests.support import Cluster, wait_for

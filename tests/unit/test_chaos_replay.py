@@ -24,6 +24,7 @@ from chaos.replay import (
     replay,
 )
 from controller.domain import acknowledgement as ack
+from controller.domain import names
 from controller.domain.delivery import render
 from controller.domain.work import hold_name
 
@@ -258,7 +259,7 @@ def acked(
     )
     annotations = {k: v for k, v in record.annotations().items() if v is not None}
     body = {
-        "metadata": {"name": ack.ack_lease_name(agent), "annotations": annotations},
+        "metadata": {"name": names.ack_lease_name(agent), "annotations": annotations},
         "spec": {"holderIdentity": f"{agent}-session-0"},
     }
     return Version(LEASE, "MODIFIED", rv, body, received=rv / 10)
