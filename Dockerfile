@@ -19,7 +19,7 @@ WORKDIR /src
 # Dependencies first: this layer is rebuilt only when pyproject.toml changes.
 COPY pyproject.toml README.md ./
 RUN mkdir controller && touch controller/__init__.py \
-    && pip wheel --wheel-dir /wheels/deps . \
+    && pip wheel --wheel-dir /wheels/deps '.[mcp]' \
     && rm -r /wheels/deps/bindery-*.whl controller build ./*.egg-info
 COPY controller ./controller
 RUN pip wheel --no-deps --wheel-dir /wheels/app .
@@ -37,7 +37,7 @@ ENV PATH=/opt/bindery/bin:$PATH \
 RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
     python -m venv /opt/bindery \
     && /opt/bindery/bin/pip install --no-cache-dir --no-index --disable-pip-version-check \
-       --find-links=/wheels/deps /wheels/app/bindery-*.whl \
+       --find-links=/wheels/deps --find-links=/wheels/app 'bindery[mcp]' \
     && /opt/bindery/bin/pip uninstall --yes pip \
     && python -m compileall -q -j 0 /opt/bindery/lib \
     && bindery --version
