@@ -41,6 +41,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from controller import __version__
+from controller.domain.errors import InvalidInputError
 from controller.mcp import content
 from controller.mcp._session import (
     AcknowledgeError,
@@ -323,7 +324,7 @@ class BindingsAdapter:
         return content.text_result(resource_json(bound), structured)
 
 
-class _RefusedError(Exception):
+class _RefusedError(InvalidInputError):
     """A tool call the adapter refuses; its text is the result the model reads."""
 
 
