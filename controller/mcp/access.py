@@ -23,6 +23,7 @@ from kubernetes import client
 
 from controller.domain.errors import InvalidInputError
 from controller.domain.models import GROUP
+from controller.domain.results import BoundResource
 from controller.mcp._session import (
     Bindings,
     KubeReader,
@@ -124,7 +125,7 @@ def session_resolver(namespace: str, kubeconfig: str | None = None) -> Resolver 
         log.info("bindery_resolve not offered: the session may not read", denied=denied)
         return None
 
-    def resolve(bindings: Bindings, tool: str, slot: str, value: str) -> Any:
+    def resolve(bindings: Bindings, tool: str, slot: str, value: str) -> BoundResource:
         return SessionResolver(bindings, KubeReader(api)).resolve(tool, slot, value)
 
     return resolve

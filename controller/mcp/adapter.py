@@ -42,6 +42,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from controller import __version__
 from controller.domain.errors import InvalidInputError
+from controller.domain.results import BoundResource
 from controller.mcp import content
 from controller.mcp._session import (
     AcknowledgeError,
@@ -61,7 +62,7 @@ log = structlog.get_logger("bindery.mcp")
 NOT_FOUND = -32602
 """JSON-RPC error for an unknown resource URI (the 2026-07-28 code; invalid params)."""
 
-Resolver = Callable[[Bindings, str, str, str], Any]
+Resolver = Callable[[Bindings, str, str, str], BoundResource]
 """``(bindings, tool, slot, value) -> BoundResource``: resolves a deferred slot (blocking);
 raises ``ResolveError``."""
 

@@ -26,9 +26,8 @@ log = structlog.get_logger("bindery.mcp")
 PATH = "/mcp"
 
 
-def security(port: int) -> TransportSecuritySettings:
-    """Host and Origin checks: loopback names only (any port, as a client may tunnel)."""
-    del port
+def security() -> TransportSecuritySettings:
+    """Host and Origin checks: loopback names only (any port: the check is of the name)."""
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
@@ -36,13 +35,13 @@ def security(port: int) -> TransportSecuritySettings:
     )
 
 
-def app(adapter: BindingsAdapter, host: str, port: int) -> Starlette:
+def app(adapter: BindingsAdapter, host: str) -> Starlette:
     return adapter.server.streamable_http_app(
         streamable_http_path=PATH,
         host=host,
         stateless_http=False,
         session_idle_timeout=None,
-        transport_security=security(port),
+        transport_security=security(),
     )
 
 
@@ -54,7 +53,7 @@ def url(host: str, port: int) -> str:
 async def serve(adapter: BindingsAdapter, host: str, port: int) -> None:
     """Serve until SIGTERM or SIGINT; the document is watched meanwhile."""
     config = uvicorn.Config(
-        app(adapter, host, port),
+        app(adapter, host),
         host=host,
         port=port,
         log_level="warning",
