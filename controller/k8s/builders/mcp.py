@@ -81,7 +81,7 @@ def mcp_sidecar(delivery: SessionDelivery, settings: McpSettings) -> dict[str, A
                 ]
             },
             "periodSeconds": 1,
-            "failureThreshold": 60,
+            "failureThreshold": 120,
         },
         "resources": {
             "requests": {"cpu": "10m", "memory": "64Mi"},
