@@ -171,7 +171,10 @@ class BindingsAdapter:
         reads the exact bytes it serves."""
         watcher = BindingsWatcher(self.bindings_file, interval=self.poll_interval)
         async for _ in watcher.achanges():
-            await self.refresh()
+            try:
+                await self.refresh()
+            except Exception:  # one failed notification must not end the watch
+                log.exception("bindings document not notified", path=str(self.bindings_file))
 
     # ----------------------------------------------------------------------- the server
 
