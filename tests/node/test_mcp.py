@@ -282,7 +282,7 @@ def test_a_stale_digest_is_refused_and_a_refusal_is_shown_in_status(
         return ready.get("reason") == "DocumentRefused" and reason in ready.get("message", "")
 
     found = wait_status(cluster, "agentspec", namespace, "dev", shown, timeout=60)
-    assert found["status"]["delivery"]["refusal"] == reason
+    assert found["status"]["delivery"]["message"] == reason
 
 
 def test_the_adapter_killed_and_the_client_reconnecting_to_the_current_digest(
