@@ -24,7 +24,7 @@ RUN pip wheel --no-deps --wheel-dir /wheels/session ./session
 # Dependencies next: this layer is rebuilt only when a pyproject.toml or the library changes.
 COPY pyproject.toml README.md ./
 RUN mkdir controller && touch controller/__init__.py \
-    && pip wheel --wheel-dir /wheels/deps --find-links /wheels/session . \
+    && pip wheel --wheel-dir /wheels/deps --find-links /wheels/session '.[mcp]' \
     && rm -r /wheels/deps/bindery-0*.whl /wheels/deps/bindery_session-*.whl controller build \
        ./*.egg-info
 COPY controller ./controller
@@ -44,7 +44,7 @@ ENV PATH=/opt/bindery/bin:$PATH \
 RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
     python -m venv /opt/bindery \
     && /opt/bindery/bin/pip install --no-cache-dir --no-index --disable-pip-version-check \
-       --find-links=/wheels/deps /wheels/app/*.whl \
+       --find-links=/wheels/deps --find-links=/wheels/app 'bindery[mcp]' \
     && /opt/bindery/bin/pip uninstall --yes pip \
     && python -m compileall -q -j 0 /opt/bindery/lib \
     && bindery --version

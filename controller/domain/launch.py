@@ -34,6 +34,9 @@ def trajectory_hash(runtime: Runtime) -> str:
     Of ``workspace`` only ``mountPath`` is hashed: adding, removing or moving the workspace
     changes the pod (drift), while its size, class and reclaim policy are the claim's and are
     applied to it without a relaunch.
+
+    ``mcp`` is hashed whole whenever it is set, its defaults included: enabling the adapter with
+    ``mcp: {}`` adds a container to the pod, so it is drift like any other change of the pod.
     """
 
     def pruned(value: dict[str, object]) -> dict[str, object]:
@@ -51,6 +54,8 @@ def trajectory_hash(runtime: Runtime) -> str:
     newer = runtime.model_dump(mode="json", by_alias=True, exclude_defaults=True)
     if runtime.workspace is not None:  # only where it is mounted: the claim's own settings
         newer["workspace"] = {"mountPath": runtime.workspace.mount_path}  # change no pod
+    if runtime.mcp is not None:  # `mcp: {}` (the default port) is a setting, not an absence
+        newer["mcp"] = runtime.mcp.model_dump(mode="json", by_alias=True)
     hashed = {k: v for k, v in everything.items() if k in original}
     hashed |= {k: v for k, v in pruned(newer).items() if k not in original | not_trajectory}
     canonical = json.dumps(

@@ -371,6 +371,18 @@ def _label_values(value: dict[str, str]) -> dict[str, str]:
     return value
 
 
+class McpSettings(WireModel):
+    """The session's MCP adapter (``spec.runtime.mcp``): a sidecar serving the bindings over the
+    Model Context Protocol on the pod's loopback, at ``$BINDERY_MCP_URL`` in the runtime.
+
+    Part of the trajectory: enabling, disabling or moving it changes the pod (drift until a
+    relaunch)."""
+
+    port: Annotated[int, Field(ge=1024, le=65535)] = 7411
+    """The loopback port (1024 and above: the sidecar runs as a non-root user without
+    capabilities)."""
+
+
 class IdlePolicy(WireModel):
     """What happens to the session of an idle agent (see :mod:`controller.domain.suspend`)."""
 
@@ -404,6 +416,8 @@ class Runtime(WireModel):
     volumes: list[Annotated[Volume, AfterValidator(_one_source)]] = Field(default_factory=list)
     volume_mounts: list[VolumeMount] = Field(default_factory=list)
     workspace: Workspace | None = None
+    mcp: McpSettings | None = None
+    """The MCP adapter sidecar; unset: none."""
 
     @model_validator(mode="after")
     def _workspace_has_its_own_path(self) -> Runtime:

@@ -28,6 +28,7 @@ from controller.k8s.builders.common import (
     owner_of,
     owner_reference,
 )
+from controller.k8s.builders.mcp import MCP_URL_ENV, mcp_sidecar, mcp_url
 from controller.k8s.builders.settings import container_settings, pod_settings, wire
 from controller.k8s.builders.sidecar import (
     ACK_VOLUME,
@@ -58,7 +59,9 @@ def session_workload(
     With ``delivery`` the pod also runs the delivery sidecar, which watches the agent's
     ConfigMap through the API and writes each new document into an emptyDir at the path the
     runtime reads (the mounted ConfigMap is its seed), and records on the acknowledgement Lease
-    what the runtime did with it. The sidecar alone holds an API token.
+    what the runtime did with it. The sidecar alone holds an API token (and, with
+    ``runtime.mcp``, the MCP adapter sidecar beside it, whose URL the runtime gets in
+    ``BINDERY_MCP_URL``; see :mod:`controller.k8s.builders.mcp`).
     """
     labels = agent_labels(agent, "session")
     selector = {AGENT_LABEL: agent.meta.name, COMPONENT_LABEL: "session"}
@@ -69,6 +72,8 @@ def session_workload(
         env.append({"name": "BINDERY_INSTRUCTIONS", "value": runtime.instructions})
     if delivery is not None:
         env.append({"name": ack.ACK_ENV, "value": f"{ack.ACK_MOUNT}/{ack.ACK_FILE}"})
+        if runtime.mcp is not None:
+            env.append({"name": MCP_URL_ENV, "value": mcp_url(runtime.mcp)})
     if runtime.workspace is not None:
         env.append({"name": WORKSPACE_ENV, "value": runtime.workspace.mount_path})
     reserved = {e["name"] for e in env}
@@ -98,6 +103,8 @@ def session_workload(
             or session_service_account_name(agent.meta.name)
         )
         pod_spec["initContainers"] = [delivery_sidecar(agent, delivery)]
+        if runtime.mcp is not None:
+            pod_spec["initContainers"].append(mcp_sidecar(delivery, runtime.mcp))
         pod_spec["volumes"] = delivery_volumes(config_map)
     pod_spec.update(pod_settings(runtime, service_account))
     container.update(container_settings(runtime))
