@@ -254,20 +254,3 @@ def test_why_reads_as_the_impersonated_user(
     finally:
         cluster.kubectl("delete", "namespace", other, "--wait=false", check=False)
         cluster.kubectl("delete", "clusterrole,clusterrolebinding", role, check=False)
-
-
-def test_an_agent_whose_spec_the_controller_refuses_is_reported_and_the_others_explained(
-    cluster: Cluster, crds: list[str], namespace: str
-) -> None:
-    """A workspace size the API server accepts and the size parser cannot take (1Ei) makes
-    that agent's explanation say so; its neighbours are still explained (no traceback)."""
-    huge = agent("huge", runtime={"image": "example/agent:1", "workspace": {"size": "1Ei"}})
-    apply(cluster, namespace, huge, agent("fine", resources=[work(DEV_WORK)]))
-    refused = why(cluster, namespace, "huge")
-    assert refused.returncode == 0, refused.stderr
-    assert "Traceback" not in refused.stderr
-    assert "spec rejected" in refused.stdout
-    fine = why(cluster, namespace, "fine")
-    assert fine.returncode == 0, fine.stderr
-    assert f"AgentSpec {namespace}/huge" in fine.stdout  # listed among the ignored
-    assert f"Work {DEV_WORK}" in fine.stdout
