@@ -72,7 +72,7 @@ name="$(basename "$dir")"
 {
   echo "//go:build tools"
   echo
-  echo "// Package tools pins the Kubernetes commands built from this module."
+  echo "// Package tools pins the Kubernetes commands the local control plane is built from."
   echo "package tools"
   echo
   echo "import ("

@@ -1,6 +1,6 @@
 //go:build tools
 
-// Package tools pins the Kubernetes commands built from this module.
+// Package tools pins the Kubernetes commands the local control plane is built from.
 package tools
 
 import (
