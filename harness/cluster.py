@@ -430,9 +430,17 @@ class LocalCluster:
             "--enable-priority-and-fairness=false",
             "--max-requests-inflight=2000",
             "--max-mutating-requests-inflight=1000",
+            # Nothing behind the `kubernetes` Service on loopback: from 1.37 on, the endpoint
+            # reconciler refuses a loopback advertise address rather than publish it.
+            "--endpoint-reconciler-type=none",
         ]
         if self.kubelet:
-            overridden = ("--bind-address", "--advertise-address", "--authorization-mode")
+            overridden = (
+                "--bind-address",
+                "--advertise-address",
+                "--authorization-mode",
+                "--endpoint-reconciler-type",  # pods reach the API server at the node's address
+            )
             argv = [a for a in argv if not a.startswith(overridden)] + node.apiserver_args(pki)
             # Real pods name their ServiceAccount: let the API server default and check it.
             argv = [a for a in argv if a != "--disable-admission-plugins=ServiceAccount"]
