@@ -68,11 +68,14 @@ def containers(cluster: Cluster, namespace: str, name: str) -> dict[str, str]:
     return ids
 
 
-def holds(cluster: Cluster, namespace: str) -> dict[str, str]:
-    """Work-hold Lease name -> holder identity."""
+def holds(cluster: Cluster, namespace: str) -> dict[str, tuple[str, str]]:
+    """Work-hold Lease name -> (holder identity, the Lease's uid: the same hold, not a new one)."""
     out = cluster.kubectl("get", "lease", "-n", namespace, "-l", HOLDS, "-o", "json").stdout
     return {
-        lease["metadata"]["name"]: lease["spec"].get("holderIdentity", "")
+        lease["metadata"]["name"]: (
+            lease["spec"].get("holderIdentity", ""),
+            lease["metadata"]["uid"],
+        )
         for lease in json.loads(out)["items"]
     }
 
@@ -141,7 +144,7 @@ def upgraded_and_checked(cluster: Cluster, namespace: str) -> None:
     wait_status(cluster, "agentspec", namespace, "b", state("Waiting"), timeout=120)
     before = {name: containers(cluster, namespace, name) for name in specs}
     held = holds(cluster, namespace)
-    assert sorted(held.values()) == sorted([f"{namespace}/a", f"{namespace}/c"]), held
+    assert sorted(h for h, _ in held.values()) == [f"{namespace}/a", f"{namespace}/c"], held
     old_controller = controller_pod(cluster, namespace)
 
     with HoldWatcher(cluster, (namespace,), namespace) as watcher:
