@@ -32,7 +32,7 @@ RUN pip wheel --no-deps --wheel-dir /wheels/app . \
     && cp /wheels/session/*.whl /wheels/app/
 
 FROM ${PYTHON_IMAGE}
-LABEL org.opencontainers.image.title="bindery" \
+LABEL org.opencontainers.image.title="bindery" org.opencontainers.image.version="0.2.0" \
       org.opencontainers.image.description="Kubernetes controller that binds AI agents to typed resources and tools" \
       org.opencontainers.image.licenses="Apache-2.0"
 ENV PATH=/opt/bindery/bin:$PATH \

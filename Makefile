@@ -33,6 +33,9 @@ KWOK_NOTE := Fake node (kwok): session pods read Running but no process runs, so
 RUN_NOTE = $(if $(KUBELET),,$(KWOK_NOTE))
 RUN_CONTROLLER = $(BINDERY) run --leader-elect --leader-election-namespace default \
   --liveness=http://127.0.0.1:$(LIVENESS_PORT)/healthz --metrics-port $(METRICS_PORT) $(RUN_FLAGS)
+# The oldest Kubernetes release Bindery supports (harness/tools/k8s-<minor>; docs/install.md says
+# why): `make test` runs the compatibility lane (tests marked `compat`) against it.
+K8S_OLDEST = $(shell bash harness/tools/build.sh --versions | tail -n 1)
 
 .PHONY: help venv control-plane run run-examples cluster cluster-down test unit lint fmt bench chaos e2e examples image helm-lint helm-crds argocd-values clean
 
@@ -48,8 +51,9 @@ $(VENV)/.installed: pyproject.toml session/pyproject.toml
 
 venv: $(VENV)/.installed ## create .venv with the session library, the controller and its dev tools
 
-control-plane: ## build (once, cached in ~/.cache/bindery; harness/tools/build.sh) etcd, kube-apiserver, kubectl, kwok, helm
+control-plane: ## build (once, cached in ~/.cache/bindery; harness/tools/build.sh) etcd, kube-apiserver, kubectl, kwok, helm: newest and oldest Kubernetes
 	bash harness/tools/build.sh >/dev/null
+	bash harness/tools/build.sh --k8s $(K8S_OLDEST) >/dev/null
 
 cluster: venv control-plane ## start the local control plane in the background (KUBELET=1: a real node)
 	@if [ -f $(STATE_DIR)/state.json ]; then echo "already running: $(STATE_DIR)/kubeconfig"; \
@@ -90,8 +94,9 @@ fmt: venv ## format and fix what ruff can
 unit: venv ## unit tests only (no control plane)
 	$(PY) -m pytest -m "not integration and not e2e and not floors and not node" tests
 
-test: venv control-plane lint ## everything: lint, unit, floors, integration (real API server) and node tests (real kubelet)
+test: venv control-plane lint ## everything: lint, unit, floors, integration (real API server) and node tests (real kubelet), then the compatibility lane on the oldest Kubernetes
 	$(PY) -m pytest tests
+	$(PY) -m pytest -m compat --k8s-version $(K8S_OLDEST) tests/integration tests/node
 
 bench: venv control-plane ## benchmarks: prints figures and ratios to their targets
 	$(PY) -m bench

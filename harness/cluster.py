@@ -7,7 +7,9 @@ CNI and a kubelet, see :mod:`harness.node`) whose pods are real processes; the A
 listens on the node's address instead of loopback.
 The binaries are built from the Go module proxy by the harness's build script
 (``harness/tools/build.sh``, or ``$BINDERY_BUILD_SCRIPT``) into a cache outside the repository
-(``~/.cache/bindery``) and reused afterwards.
+(``~/.cache/bindery``) and reused afterwards. The newest supported Kubernetes minor by default;
+``k8s_version`` (or ``$BINDERY_K8S_VERSION``), e.g. ``"1.33"``, picks another one the script
+builds (``build.sh --versions`` lists them).
 
 The state of a running control plane (pids, ports, paths) lives in ``<state_dir>/state.json`` so
 ``python -m harness cluster down`` in another process can stop exactly what ``up`` started.
@@ -41,6 +43,8 @@ from harness.system import alive, free_port, terminate
 log = structlog.get_logger("bindery.cluster")
 
 BUILD_SCRIPT_ENV = "BINDERY_BUILD_SCRIPT"
+K8S_VERSION_ENV = "BINDERY_K8S_VERSION"
+"""The Kubernetes minor of the local control plane and node (e.g. ``1.33``); empty: the newest."""
 SHIPPED_BUILD_SCRIPT = Path(__file__).resolve().parent / "tools" / "build.sh"
 """The build script that ships with the harness (beside this module, not the product)."""
 ADMIN_TOKEN = "bindery-admin-token"  # noqa: S105 - a throwaway local cluster's admin token
@@ -72,6 +76,8 @@ class ClusterState:
     audit_log: str = ""
     node_root: str = ""
     """The real node's directory (empty without one): ``down`` stops what runs there."""
+    k8s_version: str = ""
+    """The API server's own version (``gitVersion`` of ``/version``), e.g. ``v1.37.2``."""
 
     def save(self) -> None:
         Path(self.state_dir, "state.json").write_text(json.dumps(asdict(self), indent=2))
@@ -90,8 +96,19 @@ def build_script() -> Path:
     return Path(override) if override else SHIPPED_BUILD_SCRIPT
 
 
-def ensure_binaries() -> Path:
-    """Build (or reuse) the control-plane binaries and return their directory.
+def requested_k8s_version() -> str:
+    """The Kubernetes minor asked for through ``$BINDERY_K8S_VERSION`` (empty: the newest)."""
+    return os.environ.get(K8S_VERSION_ENV, "").strip()
+
+
+def minor_of(version: str) -> str:
+    """``1.33`` of ``v1.33.13``, ``1.33.2`` or ``1.33``."""
+    return ".".join(version.strip().lstrip("v").split(".")[:2])
+
+
+def ensure_binaries(k8s_version: str = "") -> Path:
+    """Build (or reuse) the control-plane binaries of ``k8s_version`` (a minor such as ``1.33``;
+    empty: ``$BINDERY_K8S_VERSION``, else the newest) and return their directory.
 
     ``BINDERY_BIN_DIR`` points at prebuilt binaries and skips the build.
     """
@@ -111,11 +128,15 @@ def ensure_binaries() -> Path:
             "harness/tools/build.sh of a Bindery source checkout, or BINDERY_BIN_DIR to a "
             "directory with etcd, kube-apiserver and kubectl."
         )
-    proc = subprocess.run(["bash", str(script)], stdout=subprocess.PIPE, text=True, check=False)
+    version = k8s_version or requested_k8s_version()
+    argv = ["bash", str(script), *(["--k8s", version] if version else [])]
+    proc = subprocess.run(argv, stdout=subprocess.PIPE, text=True, check=False)
     if proc.returncode != 0:
         raise ClusterError(
-            f"building the control plane with {script} failed (exit {proc.returncode}); "
-            "its output is above. Check the Go toolchain and access to the Go module proxy."
+            f"building the control plane{f' of Kubernetes {version}' if version else ''} with "
+            f"{script} failed (exit {proc.returncode}); its output is above. Check the Go "
+            f"toolchain, access to the Go module proxy, and {K8S_VERSION_ENV} "
+            f"(`bash {script} --versions` lists the minors it builds)."
         )
     return Path(proc.stdout.strip().splitlines()[-1])
 
@@ -227,8 +248,12 @@ class LocalCluster:
         nodes: bool = True,
         kubelet: bool = False,
         api_port: int | None = None,
+        k8s_version: str = "",
     ) -> None:
         self.state_dir = state_dir
+        self.k8s_version = k8s_version
+        """The Kubernetes minor to run (e.g. ``1.33``); empty: ``$BINDERY_K8S_VERSION``, else
+        the newest the build script builds."""
         self.audit = audit
         self.nodes = nodes
         self.kubelet = kubelet
@@ -252,7 +277,7 @@ class LocalCluster:
                 f"a local control plane is already running from {self.state_dir} "
                 f"(server {existing.server}); run 'python -m harness cluster down' first"
             )
-        bin_dir = ensure_binaries()
+        bin_dir = ensure_binaries(self.k8s_version)
         cni_bin = node.preflight() if self.kubelet else None
         images = self._node_images() if self.kubelet else []
         etcd_port, api_port = free_port(), self.api_port or free_port()
@@ -282,6 +307,7 @@ class LocalCluster:
             self._wait_etcd(etcd_port, deadline=time.monotonic() + timeout)
             self._start_apiserver(bin_dir, data_dir, pki, etcd_port, api_port)
             self._wait_ready(server, pki / "ca.crt", deadline=time.monotonic() + timeout)
+            self._state.k8s_version = self._server_version(server, pki / "ca.crt")
             self._start_controllers(bin_dir, data_dir, pki, kubeconfig)
             if cni_bin is not None:
                 self._start_node(bin_dir, pki, cni_bin, images, time.monotonic() + timeout)
@@ -389,9 +415,6 @@ class LocalCluster:
             f"--secure-port={api_port}",
             "--bind-address=127.0.0.1",
             "--advertise-address=127.0.0.1",
-            # No pod on kwok's node dials the `kubernetes` Service, and from 1.37 the endpoint
-            # reconciler refuses a loopback address: keep it off (the real node keeps it on).
-            "--endpoint-reconciler-type=none",
             f"--tls-cert-file={pki / 'apiserver.crt'}",
             f"--tls-private-key-file={pki / 'apiserver.key'}",
             f"--client-ca-file={pki / 'ca.crt'}",
@@ -407,13 +430,16 @@ class LocalCluster:
             "--enable-priority-and-fairness=false",
             "--max-requests-inflight=2000",
             "--max-mutating-requests-inflight=1000",
+            # Nothing behind the `kubernetes` Service on loopback: from 1.37 on, the endpoint
+            # reconciler refuses a loopback advertise address rather than publish it.
+            "--endpoint-reconciler-type=none",
         ]
         if self.kubelet:
             overridden = (
                 "--bind-address",
                 "--advertise-address",
                 "--authorization-mode",
-                "--endpoint-reconciler-type",
+                "--endpoint-reconciler-type",  # pods reach the API server at the node's address
             )
             argv = [a for a in argv if not a.startswith(overridden)] + node.apiserver_args(pki)
             # Real pods name their ServiceAccount: let the API server default and check it.
@@ -446,6 +472,22 @@ class LocalCluster:
                 last = str(exc)
             time.sleep(0.2)
         raise ClusterError(f"kube-apiserver at {server} was not ready in time (last: {last})")
+
+    def _server_version(self, server: str, ca: Path) -> str:
+        """``gitVersion`` of the API server's ``/version``; refuses another minor than asked."""
+        ctx = ssl.create_default_context(cafile=str(ca))
+        req = urllib.request.Request(  # noqa: S310 - our own https server
+            f"{server}/version", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
+        )
+        with urllib.request.urlopen(req, context=ctx, timeout=5) as resp:  # noqa: S310
+            version = str(json.loads(resp.read()).get("gitVersion", ""))
+        wanted = self.k8s_version or requested_k8s_version()
+        if wanted and minor_of(version) != minor_of(wanted):
+            raise ClusterError(
+                f"asked for Kubernetes {wanted}, but the API server built in "
+                f"{self._state.bin_dir} reports {version!r}: remove that directory and build again"
+            )
+        return version
 
     def _start_controllers(
         self, bin_dir: Path, data_dir: Path, pki: Path, kubeconfig: Path

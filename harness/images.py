@@ -219,19 +219,51 @@ def base_image() -> Image:
     return Image(BASE_IMAGE, out)
 
 
-def project_image(source: Path) -> Image:
-    """The project's image from its Dockerfile in ``source`` (a checkout)."""
+def release_source(commit: str, repo: Path) -> Path:
+    """The repository's tree at ``commit`` (``git archive``), extracted once into the cache and
+    kept by the commit's full id: an earlier release's chart, CRDs and Dockerfile."""
+    proc = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "--verify", f"{commit}^{{commit}}"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        raise ClusterError(
+            f"commit {commit} is not in the repository at {repo} ({proc.stderr.strip()}): a "
+            "shallow clone lacks it; fetch the history (git fetch --unshallow)"
+        )
+    full = proc.stdout.strip()
+    releases = cache_root() / "releases"
+    out = releases / full
+    with _locked(releases / ".lock"):
+        if not (out / ".complete").exists():
+            with tempfile.TemporaryDirectory(prefix="bindery-release-", dir=releases) as tmp:
+                archive = Path(tmp) / "tree.tar"
+                _run(["git", "-C", str(repo), "archive", "-o", str(archive), full], "git archive")
+                tree = Path(tmp) / "tree"
+                tree.mkdir()
+                _run(["tar", "-C", str(tree), "-xf", str(archive)], "extracting the release")
+                (tree / ".complete").write_text(full)
+                shutil.rmtree(out, ignore_errors=True)
+                tree.rename(out)
+    return out
+
+
+def project_image(source: Path, ref: str = PROJECT_IMAGE) -> Image:
+    """The project's image from its Dockerfile in ``source`` (a checkout, or an earlier
+    release's tree from :func:`release_source`), tagged ``ref``."""
     base = base_image()
     files = list(_files(source, PROJECT_INPUTS))
     if not (source / "Dockerfile").is_file():
         raise ClusterError(f"no Dockerfile in {source}: the project image is built from a checkout")
     h = hashlib.sha256(base.archive.name.encode())
+    if ref != PROJECT_IMAGE:
+        h.update(ref.encode() + b"\0")
     for path in files:
         h.update(str(path.relative_to(source)).encode() + b"\0" + path.read_bytes() + b"\0")
     out = images_dir() / f"bindery-{h.hexdigest()[:16]}.tar"
     with _locked(images_dir() / ".project.lock"):
         if out.exists():
-            return Image(PROJECT_IMAGE, out)
+            return Image(ref, out)
         _require("buildah")
         start = time.monotonic()
         store = images_dir()
@@ -258,15 +290,15 @@ def project_image(source: Path) -> Image:
                     "--build-arg",
                     f"PYTHON_IMAGE={BASE_IMAGE}",
                     "-t",
-                    PROJECT_IMAGE,
+                    ref,
                     str(ctx),
                 ],
                 "building the project image from its Dockerfile",
             )
         tmp_out = out.with_suffix(".tmp")
         tmp_out.unlink(missing_ok=True)
-        target = f"docker-archive:{tmp_out}:{PROJECT_IMAGE}"
-        _run(["buildah", *storage, "push", "-q", PROJECT_IMAGE, target], "exporting the image")
+        target = f"docker-archive:{tmp_out}:{ref}"
+        _run(["buildah", *storage, "push", "-q", ref, target], "exporting the image")
         tmp_out.replace(out)
-        log.info("built the project image", seconds=round(time.monotonic() - start, 1))
-    return Image(PROJECT_IMAGE, out)
+        log.info("built the project image", ref=ref, seconds=round(time.monotonic() - start, 1))
+    return Image(ref, out)

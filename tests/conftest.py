@@ -4,6 +4,10 @@ Integration tests talk to a real etcd + kube-apiserver (+ kube-controller-manage
 and a kwok fake node) built from the Go module proxy by ``harness/tools/build.sh``. Nothing here
 mocks the API server. The control plane is started lazily, so a run of only unit tests never
 builds it.
+
+``--k8s-version MINOR`` (default ``$BINDERY_K8S_VERSION``, else the newest) picks the Kubernetes
+minor of both lanes' control planes and of the real node: ``make test`` runs the whole suite on
+the newest, then the tests marked ``compat`` once more on the oldest supported minor.
 """
 
 from __future__ import annotations
@@ -14,13 +18,32 @@ from pathlib import Path
 
 import pytest
 
-from harness.cluster import LocalCluster
+from harness.cluster import K8S_VERSION_ENV, LocalCluster, requested_k8s_version
 from tests.support import Cluster, ControllerProcess, install_crds, running
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--k8s-version",
+        default=requested_k8s_version(),
+        help=(
+            "Kubernetes minor of the local control plane and real node, e.g. 1.33 "
+            f"(default: ${K8S_VERSION_ENV}, else the newest harness/tools/build.sh builds)"
+        ),
+    )
+
+
 @pytest.fixture(scope="session")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    local = LocalCluster(tmp_path_factory.mktemp("cluster"), audit=True, nodes=True)
+def k8s_version(request: pytest.FixtureRequest) -> str:
+    """The Kubernetes minor asked for (empty: the newest)."""
+    return str(request.config.getoption("k8s_version") or "")
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory, k8s_version: str) -> Iterator[Cluster]:
+    local = LocalCluster(
+        tmp_path_factory.mktemp("cluster"), audit=True, nodes=True, k8s_version=k8s_version
+    )
     yield from running(local)
 
 

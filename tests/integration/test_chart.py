@@ -441,6 +441,44 @@ def test_the_session_resolver_role_only_reads_resources_and_types(helm_bin: Path
     assert all(len(o["metadata"]["name"]) <= 63 for o in long_release if _for_sessions(o))
 
 
+def test_an_upgrade_renders_the_crds_kept_and_a_first_install_leaves_them_to_crds(
+    helm_bin: Path,
+) -> None:
+    """Helm creates crds/ on a first install only; every upgrade applies the same CRDs as
+    objects of the release, kept on uninstall and rollback (and none with crds.enabled=false)."""
+    shipped = {
+        d["metadata"]["name"]: d
+        for d in (yaml.safe_load(p.read_text()) for p in sorted((CHART / "crds").glob("*.yaml")))
+    }
+
+    def crds(*args: str) -> dict[str, dict[str, Any]]:
+        out = helm(helm_bin, "template", "rel", str(CHART), "--namespace", "ns", *args).stdout
+        docs = [d for d in yaml.safe_load_all(out) if d]
+        return {d["metadata"]["name"]: d for d in only(docs, "CustomResourceDefinition")}
+
+    assert crds() == {}
+    assert crds("--is-upgrade", "--set", "crds.enabled=false") == {}
+    upgraded = crds("--is-upgrade")
+    assert sorted(upgraded) == sorted(shipped)
+    for name, crd in upgraded.items():
+        annotations = crd["metadata"].pop("annotations")
+        assert annotations == {"helm.sh/resource-policy": "keep"}, name
+        assert crd == shipped[name], f"the upgrade renders {name} unlike crds/"
+
+
+def test_the_chart_refuses_a_kubernetes_version_outside_the_tested_range(helm_bin: Path) -> None:
+    for version, ok in (
+        ("v1.32.9", False),
+        ("v1.33.0", True),
+        ("v1.37.2", True),
+        ("v1.38.0", False),
+    ):
+        proc = helm(helm_bin, "template", "rel", str(CHART), "--kube-version", version, check=False)
+        assert (proc.returncode == 0) is ok, f"{version}: {proc.stderr}"
+        if not ok:
+            assert "kubeVersion" in proc.stderr
+
+
 # --------------------------------------------------------------------- the real API server
 
 DRY_RUN_VARIANTS: dict[str, dict[str, Any]] = {

@@ -29,7 +29,7 @@ from kubernetes.client.exceptions import ApiException
 from tests.integration.kube import AGENT_COLUMNS
 from tests.support import Cluster
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.compat]
 
 GROUP, VERSION = "bindery.dev", "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"

@@ -21,7 +21,7 @@ from harness.cluster import ensure_binaries
 from tests.integration.test_chart import render, to_yaml
 from tests.support import Cluster, wait_for
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.compat]
 
 ATTEMPTS = 20
 USER = "mallory"

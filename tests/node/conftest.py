@@ -17,8 +17,10 @@ from tests.support import Cluster, install_crds, running
 
 
 @pytest.fixture(scope="session")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    local = LocalCluster(tmp_path_factory.mktemp("node-cluster"), audit=True, kubelet=True)
+def cluster(tmp_path_factory: pytest.TempPathFactory, k8s_version: str) -> Iterator[Cluster]:
+    local = LocalCluster(
+        tmp_path_factory.mktemp("node-cluster"), audit=True, kubelet=True, k8s_version=k8s_version
+    )
     yield from running(local, timeout=180)
 
 

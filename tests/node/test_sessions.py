@@ -56,6 +56,7 @@ def started(cluster: Cluster, namespace: str, name: str, what: Any, timeout: flo
     )
 
 
+@pytest.mark.compat
 def test_a_binding_change_reaches_the_running_process_without_a_restart(
     cluster: Cluster, controller: ControllerProcess, namespace: str
 ) -> None:
@@ -249,6 +250,7 @@ def test_a_failing_session_is_reported_with_the_kubelets_own_reason(
             )
 
 
+@pytest.mark.compat
 def test_a_work_handoff_between_two_real_sessions(
     cluster: Cluster, controller: ControllerProcess, namespace: str
 ) -> None:

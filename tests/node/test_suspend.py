@@ -14,7 +14,7 @@ from tests.integration.sessions_helpers import apply_types, events, pod_name, ru
 from tests.node.test_sessions import container, delivered, diagnosis, started
 from tests.support import Cluster, ControllerProcess, wait_for
 
-pytestmark = [pytest.mark.node]
+pytestmark = [pytest.mark.node, pytest.mark.compat]
 
 SUSPEND_AFTER = 20
 """Long enough for the first container to start on a busy node before the agent counts as idle
