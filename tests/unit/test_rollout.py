@@ -118,7 +118,8 @@ def test_a_stalled_object_stays_stalled_while_its_rollout_is_pending() -> None:
 
 def test_without_a_rollout_the_status_is_as_before() -> None:
     built = resource_status(generation=2, errors=[], holder=None, old={}, now="t")
-    assert "rollout" not in built and "delivered" not in built
+    assert "rollout" not in built
+    assert "delivered" not in built
     assert [c["type"] for c in built["conditions"]] == [
         c["type"] for c in health_conditions({"type": "Ready", **_ready()})
     ]
@@ -190,7 +191,9 @@ def test_pending_detail_names_the_digest_the_session_has() -> None:
 
 
 def test_tracker_wakes_the_sources_of_a_changed_entry_only() -> None:
-    registry = registry_of(*WORLD, agent("a/dev", bindings=[("r", "git-checkout", "file:///repo")], tools=["git"]))
+    registry = registry_of(
+        *WORLD, agent("a/dev", bindings=[("r", "git-checkout", "file:///repo")], tools=["git"])
+    )
     woken: list[tuple[Request, float]] = []
     tracker = Rollouts(registry, lambda request, delay: woken.append((request, delay)))
     dev = registry.agent("a/dev")
@@ -205,12 +208,14 @@ def test_tracker_wakes_the_sources_of_a_changed_entry_only() -> None:
     tracker.observe(dev, resolution, view(Confirmation.CONFIRMED), None)
     assert woken
     repo = tracker.count(Kind.RESOURCE, "a/repo", 0)
-    assert repo is not None and (repo.dependents, repo.applied) == (1, 1)
+    assert repo is not None
+    assert (repo.dependents, repo.applied) == (1, 1)
     woken.clear()
     tracker.forget("a/dev")
     assert Request(Kind.RESOURCE, Ref("a", "repo")) in {r for r, _ in woken}
     gone = tracker.count(Kind.RESOURCE, "a/repo", 0)
-    assert gone is not None and gone.dependents == 0
+    assert gone is not None
+    assert gone.dependents == 0
 
 
 def test_tracker_is_cold_until_every_agent_known_at_start_is_recorded() -> None:
@@ -231,7 +236,8 @@ def test_tracker_is_cold_until_every_agent_known_at_start_is_recorded() -> None:
     assert woken == []  # cold: the status passes come once, when it turns warm
     assert warmed == [True]
     repo = tracker.count(Kind.RESOURCE, "a/repo", 0)
-    assert repo is not None and repo.applied == 2
+    assert repo is not None
+    assert repo.applied == 2
 
 
 def test_tracker_resolves_again_only_agents_still_stale_at_the_recheck() -> None:
