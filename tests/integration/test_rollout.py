@@ -37,9 +37,9 @@ def sessions(cluster: Cluster, namespace: str) -> Iterator[Sessions]:
     """Every session pod's sidecar and runtime: they apply each document within a tenth of a
     second unless told otherwise."""
     kube = Kube(cluster.kubeconfig, user_agent="bindery-test-sessions/1")
-    played = Sessions(
-        kube, namespace, random.Random(38), acknowledging_share=1.0, delay=lambda rng: 0.05
-    ).start()
+    rng = random.Random(38)  # noqa: S311 - a seeded, reproducible simulation
+    played = Sessions(kube, namespace, rng, acknowledging_share=1.0, delay=lambda r: 0.05)
+    played.start()
     try:
         yield played
     finally:
