@@ -285,3 +285,43 @@ def count(
         laggards=tuple(lagging[:max_laggards]),
         stale=tuple(stale),
     )
+
+
+def explain(kind: Kind, key: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``bindery why KIND/NAME`` reports of an object's rollout, from the object as the API
+    server returns it: the counts for its generation, the Delivered condition, and the laggards
+    by name with why (the digest a pending one has, a refusal)."""
+    md = body.get("metadata") or {}
+    st = body.get("status") or {}
+    generation = int(md.get("generation") or 0)
+    doc: dict[str, Any] = {"kind": kind.kind_name, "name": key, "generation": generation}
+    counted = Rollout.from_status(st.get("rollout"))
+    delivered = next((c for c in st.get("conditions") or [] if c.get("type") == DELIVERED), None)
+    if counted is None:
+        doc["verdict"] = (
+            f"the controller has not counted generation {generation}'s rollout yet (it counts "
+            "once every agent has had its first pass after a start)"
+        )
+        return doc
+    doc["rollout"] = counted.as_status()
+    doc["delivered"] = counted.delivered
+    if delivered is not None:
+        doc["condition"] = {
+            k: delivered[k] for k in ("status", "reason", "message") if k in delivered
+        }
+    if counted.generation != generation:
+        doc["verdict"] = (
+            f"these counts are for generation {counted.generation}; the controller has not "
+            f"counted generation {generation} yet"
+        )
+    elif counted.pending:
+        doc["verdict"] = f"{counted.pending} dependent agent(s) have not applied it yet"
+    elif counted.refused:
+        doc["verdict"] = f"{counted.refused} dependent agent(s) refused it"
+    else:
+        doc["verdict"] = "every dependent agent applied it (or is suspended and gets it on resume)"
+    listed = len(counted.laggards)
+    lagging = counted.pending + counted.refused
+    if lagging > listed:
+        doc["unlisted"] = lagging - listed
+    return doc

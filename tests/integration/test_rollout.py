@@ -70,6 +70,17 @@ def rollout(generation: int | None = None, *, delivered: str | None = None, **co
     return check
 
 
+def wait_rollout(
+    cluster: Cluster, kind: str, namespace: str, name: str, check: Check, **kwargs: Any
+) -> dict[str, Any]:
+    """``wait_status`` that shows the object's last status when it times out."""
+    try:
+        return wait_status(cluster, kind, namespace, name, check, **kwargs)
+    except AssertionError as exc:
+        last = must_get(cluster, kind, namespace, name).get("status") or {}
+        raise AssertionError(f"{exc}; its status: {last}") from exc
+
+
 def change(cluster: Cluster, namespace: str, note: str) -> int:
     """Change the shared Resource's spec; its new generation."""
     apply(cluster, namespace, shared(note))
@@ -89,7 +100,7 @@ def test_counts_pending_refused_and_suspended_agents_and_a_deleted_dependent(
         agent("plain", resources=[BINDING]),  # no runtime: applied once its document is written
         agent("sleepy", resources=[BINDING], runtime=idle, relaunch=1),
     )
-    first = wait_status(
+    first = wait_rollout(
         cluster,
         "resource",
         namespace,
@@ -106,7 +117,7 @@ def test_counts_pending_refused_and_suspended_agents_and_a_deleted_dependent(
     sessions.holding.add("s2")
     sessions.refusing["s3"] = "the new note is not for me"
     generation = change(cluster, namespace, "2")
-    pending = wait_status(
+    pending = wait_rollout(
         cluster,
         "resource",
         namespace,
@@ -127,7 +138,7 @@ def test_counts_pending_refused_and_suspended_agents_and_a_deleted_dependent(
     assert "has sha256:" in lagging[f"{namespace}/s2"]["message"]
 
     sessions.holding.clear()
-    refused = wait_status(
+    refused = wait_rollout(
         cluster,
         "resource",
         namespace,
@@ -143,7 +154,7 @@ def test_counts_pending_refused_and_suspended_agents_and_a_deleted_dependent(
 
     # a deleted dependent drops out
     cluster.kubectl("delete", "agentspec", "s3", "-n", namespace, "--timeout=60s")
-    done = wait_status(
+    done = wait_rollout(
         cluster,
         "resource",
         namespace,
@@ -166,12 +177,12 @@ def test_a_restart_keeps_the_counts_and_an_idle_fleet_writes_nothing(
     )
     proc = ControllerProcess(cluster, namespace, tmp_path / "first").start()
     try:
-        wait_status(
+        wait_rollout(
             cluster, "resource", namespace, "shared", rollout(applied=3, pending=0), timeout=90
         )
         sessions.holding.add("s3")
         generation = change(cluster, namespace, "2")
-        before = wait_status(
+        before = wait_rollout(
             cluster, "resource", namespace, "shared", rollout(generation, applied=2, pending=1)
         )
         settle(cluster, namespace)
@@ -195,7 +206,7 @@ def test_a_restart_keeps_the_counts_and_an_idle_fleet_writes_nothing(
         assert status_writes == []  # the restart rewrote no rollout
 
         sessions.holding.clear()  # the restarted controller sees the last one apply
-        wait_status(
+        wait_rollout(
             cluster,
             "resource",
             namespace,
@@ -240,7 +251,7 @@ def test_a_grant_counts_the_agents_still_depending_on_it_after_a_revocation(
             for name in ("first", "second")
         ]
         apply(cluster, team, *selecting)
-        wait_status(
+        wait_rollout(
             cluster,
             "resourcegrant",
             namespace,
@@ -251,7 +262,7 @@ def test_a_grant_counts_the_agents_still_depending_on_it_after_a_revocation(
 
         grant["spec"]["to"] = [{"name": "second"}]  # first is no longer shared
         apply(cluster, namespace, grant)
-        revoked = wait_status(
+        revoked = wait_rollout(
             cluster,
             "resourcegrant",
             namespace,
@@ -260,7 +271,7 @@ def test_a_grant_counts_the_agents_still_depending_on_it_after_a_revocation(
             what="only the agent still bound through it counts",
         )
         assert condition(revoked, "Delivered")["status"] == "True"
-        wait_status(
+        wait_rollout(
             cluster,
             "resource",
             namespace,
