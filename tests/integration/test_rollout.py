@@ -30,6 +30,22 @@ pytestmark = pytest.mark.integration
 SHARED_URI = "file:///srv/rollout/shared"
 BINDING = {"name": "shared", "tag": "fs-directory", "uri": SHARED_URI}
 Check = Callable[[dict[str, Any]], bool]
+DELIVERING = ("--standalone", "--session-delivery-image", "localhost/bindery:dev")
+"""Session pods get the delivery sidecar (kwok runs no container: the harness plays it)."""
+
+
+@pytest.fixture
+def delivering(
+    cluster: Cluster, crds: list[str], namespace: str, tmp_path: Path
+) -> Iterator[ControllerProcess]:
+    """The controller, its session pods with the delivery sidecar."""
+    proc = ControllerProcess(cluster, namespace, tmp_path, args=DELIVERING).start()
+    try:
+        yield proc
+        proc._alive()
+        cluster.kubectl("delete", "agentspec", "--all", "-n", namespace, "--timeout=60s")
+    finally:
+        proc.stop()
 
 
 @pytest.fixture
@@ -88,7 +104,7 @@ def change(cluster: Cluster, namespace: str, note: str) -> int:
 
 
 def test_counts_pending_refused_and_suspended_agents_and_a_deleted_dependent(
-    cluster: Cluster, namespace: str, controller: ControllerProcess, sessions: Sessions
+    cluster: Cluster, namespace: str, delivering: ControllerProcess, sessions: Sessions
 ) -> None:
     apply_types(cluster)
     idle = runtime(idle={"suspendAfterSeconds": 3})
@@ -175,7 +191,7 @@ def test_a_restart_keeps_the_counts_and_an_idle_fleet_writes_nothing(
         shared(),
         *(agent(f"s{i}", resources=[BINDING], runtime=runtime(), relaunch=1) for i in (1, 2, 3)),
     )
-    proc = ControllerProcess(cluster, namespace, tmp_path / "first").start()
+    proc = ControllerProcess(cluster, namespace, tmp_path / "first", args=DELIVERING).start()
     try:
         wait_rollout(
             cluster, "resource", namespace, "shared", rollout(applied=3, pending=0), timeout=90
@@ -193,7 +209,7 @@ def test_a_restart_keeps_the_counts_and_an_idle_fleet_writes_nothing(
         proc.stop()
 
     mark = audit_mark(cluster)
-    proc = ControllerProcess(cluster, namespace, tmp_path / "second").start()
+    proc = ControllerProcess(cluster, namespace, tmp_path / "second", args=DELIVERING).start()
     try:
         settle(cluster, namespace, quiet=5.0, timeout=60)
         after = must_get(cluster, "resource", namespace, "shared")
