@@ -66,7 +66,7 @@ class AgentRollout:
     sources: frozenset[Source]
     state: AgentState
     detail: str = ""
-    """Why it lags: the digest its session has (pending), the refusal (refused)."""
+    """Why it lags: the digest its runtime last applied (pending), the refusal (refused)."""
 
 
 Generations = Callable[[Kind, str], int | None]
@@ -132,8 +132,14 @@ def agent_rollout(
     if state is AgentState.REFUSED and record is not None:
         detail = record.refusal or "refused without a message"
     elif state is AgentState.PENDING:
-        has = record.applied_digest or record.delivered_digest if record is not None else ""
-        detail = f"has {_short(has) if has else 'no document'}, not {_short(delivery.digest)}"
+        # What its runtime last applied: what it works with (a delivered document it has not
+        # applied yet is not in use).
+        has = record.applied_digest if record is not None else ""
+        detail = (
+            f"applied {_short(has)}, not yet {_short(delivery.digest)}"
+            if has
+            else f"has applied nothing in its current pod, not yet {_short(delivery.digest)}"
+        )
     return AgentRollout(sources_of(agent, resolution, generation), state, detail)
 
 

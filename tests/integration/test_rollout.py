@@ -151,7 +151,7 @@ def test_counts_pending_refused_and_suspended_agents_and_a_deleted_dependent(
     lagging = {lag["agent"]: lag for lag in pending["status"]["rollout"]["laggards"]}
     assert lagging[f"{namespace}/s3"]["message"] == "the new note is not for me"
     assert lagging[f"{namespace}/s2"]["state"] == "Pending"
-    assert "has sha256:" in lagging[f"{namespace}/s2"]["message"]
+    assert "not yet sha256:" in lagging[f"{namespace}/s2"]["message"]
 
     sessions.holding.clear()
     refused = wait_rollout(
@@ -248,7 +248,7 @@ def test_a_grant_counts_the_agents_still_depending_on_it_after_a_revocation(
     try:
         first = resource("first", "file:///srv/rollout/first", labels={"pick": "first"})
         second = resource("second", "file:///srv/rollout/second", labels={"pick": "second"})
-        grant = {
+        grant: dict[str, Any] = {
             "apiVersion": "bindery.dev/v1alpha1",
             "kind": "ResourceGrant",
             "metadata": {"name": "share"},

@@ -187,7 +187,7 @@ def test_pending_detail_names_the_digest_the_session_has() -> None:
         suspended=False,
         generation=lambda kind, key: 1,
     )
-    assert got.detail == f"has sha256:{'a' * 12}, not sha256:{'b' * 12}"
+    assert got.detail == f"applied sha256:{'a' * 12}, not yet sha256:{'b' * 12}"
 
 
 def test_tracker_wakes_the_sources_of_a_changed_entry_only() -> None:
@@ -235,9 +235,9 @@ def test_tracker_is_cold_until_every_agent_known_at_start_is_recorded() -> None:
         tracker.observe(obj, registry.resolve(key), view(Confirmation.CONFIRMED), None)
     assert woken == []  # cold: the status passes come once, when it turns warm
     assert warmed == [True]
-    repo = tracker.count(Kind.RESOURCE, "a/repo", 0)
-    assert repo is not None
-    assert repo.applied == 2
+    counted = tracker.count(Kind.RESOURCE, "a/repo", 0)
+    assert counted is not None
+    assert counted.applied == 2
 
 
 def test_tracker_resolves_again_only_agents_still_stale_at_the_recheck() -> None:
