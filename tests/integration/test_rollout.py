@@ -21,7 +21,15 @@ import pytest
 from harness.kube import Kube
 from harness.sessions import Sessions
 from tests.argocd_health import argo_health
-from tests.integration.kube import agent, apply, condition, must_get, settle, wait_status
+from tests.integration.kube import (
+    agent,
+    apply,
+    condition,
+    must_get,
+    settle,
+    wait_status,
+    why,
+)
 from tests.integration.sessions_helpers import apply_types, resource, runtime
 from tests.support import Cluster, ControllerProcess, audit_mark, controller_writes
 
@@ -152,6 +160,12 @@ def test_counts_pending_refused_and_suspended_agents_and_a_deleted_dependent(
     assert lagging[f"{namespace}/s3"]["message"] == "the new note is not for me"
     assert lagging[f"{namespace}/s2"]["state"] == "Pending"
     assert "not yet sha256:" in lagging[f"{namespace}/s2"]["message"]
+    told = why(cluster, namespace, "resource/shared")
+    assert told.returncode == 0, told.stderr
+    assert f"Resource {namespace}/shared (generation {generation})" in told.stdout
+    assert "1 dependent agent(s) have not applied it yet" in told.stdout
+    for line in (f"{namespace}/s3 Refused the new note is not for me", f"{namespace}/s2 Pending"):
+        assert line in " ".join(told.stdout.split()), told.stdout
 
     sessions.holding.clear()
     refused = wait_rollout(

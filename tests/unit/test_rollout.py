@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from controller.cli.why_rollout import render_text, target
+from controller.domain import rollout
 from controller.domain.acknowledgement import Acknowledgement, Confirmation, DeliveryView
 from controller.domain.refs import Kind, Ref, Request
 from controller.domain.rollout import (
@@ -250,3 +252,49 @@ def test_tracker_resolves_again_only_agents_still_stale_at_the_recheck() -> None
     woken.clear()
     tracker.stale(*X, stale)
     assert Request(Kind.AGENT, Ref("a", "1")) in {r for r, _ in woken}
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("dev", None),
+        ("resource/shared", (Kind.RESOURCE, "shared")),
+        ("resources.bindery.dev/shared", (Kind.RESOURCE, "shared")),
+        ("Tool/git", (Kind.TOOL, "git")),
+        ("resourcetype/fs-directory", (Kind.TYPE, "fs-directory")),
+        ("resourcegrant/share", (Kind.GRANT, "share")),
+    ],
+)
+def test_why_targets(given: str, expected: tuple[Kind, str] | None) -> None:
+    assert target(given) == expected
+
+
+@pytest.mark.parametrize("given", ["agentspec/dev", "pod/x", "resource/"])
+def test_why_refuses_other_kinds_naming_those_it_takes(given: str) -> None:
+    with pytest.raises(ValueError, match="resource, tool, resourcetype, resourcegrant"):
+        target(given)
+
+
+def test_why_names_the_laggards_and_why() -> None:
+    entries = {f"a/p{i}": entry(P, detail=f"applied sha256:{i}") for i in range(12)}
+    entries["a/z"] = entry(R, detail="schema too new")
+    counted = count(*X, 2, entries.items())
+    built = resource_status(generation=2, errors=[], holder=None, old={}, now="t", rollout=counted)
+    body = {"metadata": {"name": "shared", "namespace": "a", "generation": 2}, "status": built}
+    doc = rollout.explain(Kind.RESOURCE, "a/shared", body)
+    assert doc["verdict"] == "12 dependent agent(s) have not applied it yet"
+    assert doc["unlisted"] == 3  # 13 lagging, 10 listed
+    text = render_text(doc)
+    assert "Resource a/shared (generation 2)" in text
+    assert "delivered 0/13: 0 applied, 12 pending, 1 refused" in text
+    assert "a/z   Refused schema too new" in text
+    assert "... and 3 more" in text
+
+
+def test_why_says_when_the_counts_are_for_an_older_generation() -> None:
+    counted = count(*X, 2, {"a/1": entry(A)}.items())
+    built = resource_status(generation=2, errors=[], holder=None, old={}, now="t", rollout=counted)
+    body = {"metadata": {"name": "shared", "namespace": "a", "generation": 3}, "status": built}
+    assert "for generation 2" in rollout.explain(Kind.RESOURCE, "a/shared", body)["verdict"]
+    bare = {"metadata": {"name": "shared", "namespace": "a", "generation": 3}, "status": {}}
+    assert "not counted" in rollout.explain(Kind.RESOURCE, "a/shared", bare)["verdict"]
