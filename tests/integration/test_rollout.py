@@ -30,7 +30,7 @@ from tests.integration.kube import (
     wait_status,
     why,
 )
-from tests.integration.sessions_helpers import apply_types, resource, runtime
+from tests.integration.sessions_helpers import apply_types, resource, runtime, tool
 from tests.support import Cluster, ControllerProcess, audit_mark, controller_writes
 
 pytestmark = pytest.mark.integration
@@ -276,11 +276,12 @@ def test_a_grant_counts_the_agents_still_depending_on_it_after_a_revocation(
         selecting = [
             agent(
                 name,
+                tools=[{"name": "reader"}],
                 selector={"matchLabels": {"pick": name}, "namespaces": [namespace]},
             )
             for name in ("first", "second")
         ]
-        apply(cluster, team, *selecting)
+        apply(cluster, team, tool("reader", ("picked", "fs-directory")), *selecting)
         wait_rollout(
             cluster,
             "resourcegrant",
