@@ -21,8 +21,10 @@ from controller.domain.rollout import (
 )
 from controller.domain.status import resource_status
 from controller.domain.status.conditions import health_conditions
+from controller.reconcile.queue import WorkQueue
 from controller.reconcile.rollouts import Rollouts
 from tests.unit.domain_objects import agent, registry_of, resource, rtype, slot, tool
+from tests.unit.virtual_clock import VirtualClock
 
 A, P, R, S = AgentState.APPLIED, AgentState.PENDING, AgentState.REFUSED, AgentState.SUSPENDED
 X = (Kind.RESOURCE, "a/shared")
@@ -298,3 +300,32 @@ def test_why_says_when_the_counts_are_for_an_older_generation() -> None:
     assert "for generation 2" in rollout.explain(Kind.RESOURCE, "a/shared", body)["verdict"]
     bare = {"metadata": {"name": "shared", "namespace": "a", "generation": 3}, "status": {}}
     assert "not counted" in rollout.explain(Kind.RESOURCE, "a/shared", bare)["verdict"]
+
+
+async def test_a_burst_of_acknowledgements_is_one_status_pass_per_delay() -> None:
+    """300 dependents applying a change within a second bring the Resource one status pass
+    (a worker takes each request as soon as it is queued), not 300."""
+    repo = [("r", "git-checkout", "file:///repo")]
+    agents = [agent(f"a/s{i}", bindings=repo) for i in range(300)]
+    registry = registry_of(*WORLD, *agents)
+    clock = VirtualClock()
+    queue: WorkQueue[Request] = WorkQueue(clock)
+    tracker = Rollouts(registry, queue.add_after, delay=1.0)
+    resolved = {a.meta.key: registry.resolve(a.meta.key) for a in agents}
+    for a in agents:
+        tracker.observe(a, resolved[a.meta.key], view(Confirmation.PENDING), None)
+    await clock.advance(1.0)
+    queue.drain()
+    passes: list[Request] = []
+    for a in agents:  # they apply it over 0.9 s; a worker takes what is queued at once
+        tracker.observe(a, resolved[a.meta.key], view(Confirmation.CONFIRMED), None)
+        await clock.advance(0.003)
+        passes += queue.drain()
+    await clock.advance(1.0)
+    passes += queue.drain()
+    assert sorted(passes) == sorted(
+        [Request(Kind.RESOURCE, Ref("a", "repo")), Request(Kind.TYPE, Ref("", "git-checkout"))]
+    )
+    counted = tracker.count(Kind.RESOURCE, "a/repo", 0)
+    assert counted is not None
+    assert counted.delivered == "300/300"
