@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bindery_session import BindingsError, acknowledge, announce, load_bindings
+from bindery_session import BindingsError, acknowledge, announce, load_bindings, refuse
 
 from controller.domain import acknowledgement as ack
 from controller.domain import names
@@ -119,6 +119,10 @@ class Sessions:
         self.rng = rng
         self.acknowledging_share = acknowledging_share
         self.delay = delay
+        self.refusing: dict[str, str] = {}
+        """Agent name -> the reason its acknowledging runtime refuses every document it gets."""
+        self.holding: set[str] = set()
+        """Agents whose acknowledging runtime takes its documents in but applies none (yet)."""
         self.tick = tick
         self.api = AdminApi(kube)
         self.pods = Watch(kube, f"/api/v1/namespaces/{namespace}/pods")
@@ -246,9 +250,20 @@ class Sessions:
             self._schedule(at, session.pod_uid, self._apply)
 
     def _apply(self, session: Session) -> None:
-        """The runtime applies the document in its file now (the newest delivered)."""
+        """The runtime applies the document in its file now (the newest delivered), or refuses
+        it (:attr:`refusing`), or leaves it for later (:attr:`holding`: tried again each
+        tick)."""
+        if session.agent in self.holding:
+            self._schedule(time.monotonic() + self.tick, session.pod_uid, self._apply)
+            return
         try:
-            acknowledge(load_bindings(session.sidecar.out), session.sidecar.ack_file)
+            bindings = load_bindings(session.sidecar.out)
+            reason = self.refusing.get(session.agent)
+            if reason:
+                refuse(bindings, reason, session.sidecar.ack_file)
+                self.stats["refused"] += 1
+                return
+            acknowledge(bindings, session.sidecar.ack_file)
         except BindingsError:
             self.stats["unreadable documents"] += 1
             return

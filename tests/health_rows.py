@@ -15,6 +15,7 @@ from typing import Any
 
 from controller.domain.launch import LaunchAction, LaunchPlan
 from controller.domain.models import Access, BindingMode, ToolSpec
+from controller.domain.refs import Kind
 from controller.domain.results import (
     AgentResolution,
     BindingState,
@@ -24,6 +25,7 @@ from controller.domain.results import (
     ToolValidation,
     TypeClosure,
 )
+from controller.domain.rollout import AgentRollout, AgentState, Rollout, Source, count
 from controller.domain.session_health import suspended_health
 from controller.domain.status import (
     SessionView,
@@ -175,9 +177,13 @@ _TOOL = ToolSpec.model_validate(
 )
 
 
-def _tool(state: BindingState, cause: ErrorCause | None = None) -> dict[str, Any]:
+def _tool(
+    state: BindingState, cause: ErrorCause | None = None, rollout: Rollout | None = None
+) -> dict[str, Any]:
     validation = ToolValidation(tool="team/git", static_slots=[_slot(state, cause)])
-    return tool_status(generation=GENERATION, tool=_TOOL, validation=validation, old={}, now=NOW)
+    return tool_status(
+        generation=GENERATION, tool=_TOOL, validation=validation, old={}, now=NOW, rollout=rollout
+    )
 
 
 def _tool_asking_for_an_unregistered_type() -> dict[str, Any]:
@@ -190,16 +196,35 @@ def _tool_asking_for_an_unregistered_type() -> dict[str, Any]:
     return tool_status(generation=GENERATION, tool=_TOOL, validation=validation, old={}, now=NOW)
 
 
-def _resource(*errors: str) -> dict[str, Any]:
-    return resource_status(generation=GENERATION, errors=list(errors), holder=None, old={}, now=NOW)
+def _resource(*errors: str, rollout: Rollout | None = None) -> dict[str, Any]:
+    return resource_status(
+        generation=GENERATION, errors=list(errors), holder=None, old={}, now=NOW, rollout=rollout
+    )
 
 
-def _type(closure: TypeClosure) -> dict[str, Any]:
-    return resource_type_status(generation=GENERATION, closure=closure, old={}, now=NOW)
+def _type(closure: TypeClosure, rollout: Rollout | None = None) -> dict[str, Any]:
+    return resource_type_status(
+        generation=GENERATION, closure=closure, old={}, now=NOW, rollout=rollout
+    )
 
 
-def _grant() -> dict[str, Any]:
-    return grant_status(generation=GENERATION, uses=["static"], old={}, now=NOW)
+def _grant(rollout: Rollout | None = None) -> dict[str, Any]:
+    return grant_status(generation=GENERATION, uses=["static"], old={}, now=NOW, rollout=rollout)
+
+
+def _rollout(*states: AgentState) -> Rollout:
+    """A rollout of generation 3 over one dependent agent per state given."""
+    source = frozenset({Source(Kind.RESOURCE, "team/x", GENERATION)})
+    entries = [(f"team/a{i}", AgentRollout(source, s, "why")) for i, s in enumerate(states)]
+    return count(Kind.RESOURCE, "team/x", GENERATION, entries)
+
+
+_PENDING = _rollout(AgentState.APPLIED, AgentState.PENDING)
+_REFUSED = _rollout(AgentState.APPLIED, AgentState.REFUSED)
+_DELIVERED = _rollout(AgentState.APPLIED, AgentState.SUSPENDED)
+_PENDING_ROW = "a change not yet applied by a dependent agent (Delivered=False, Pending)"
+_REFUSED_ROW = "a change refused by a dependent agent (Delivered=False, Refused)"
+_DELIVERED_ROW = "a change applied by every dependent agent (Delivered=True)"
 
 
 _NOT_OBSERVED = {"observedGeneration": -1}  # the CRD default: what a new object reads
@@ -269,6 +294,8 @@ def rows() -> list[Row]:
         Row("Tool", "staticResource of an incompatible type",
             _tool(BindingState.ERROR, _CONFLICT), "False", "InvalidStaticSlot",
             False, True, "Failed", "Degraded"),
+        Row("Tool", _PENDING_ROW, _tool(BindingState.BOUND, rollout=_PENDING),
+            "True", "Valid", True, False, "InProgress", "Progressing"),
         *_common("Tool", _tool(BindingState.BOUND), "Valid"),
         # Resource
         Row("Resource", "valid", _resource(), "True", "Valid", False, False, "Current", "Healthy"),
@@ -276,6 +303,15 @@ def rows() -> list[Row]:
             "MissingDependency", True, False, "InProgress", "Progressing"),
         Row("Resource", "URI scheme its type refuses", _resource(Problem("bad", _CONFLICT)),
             "False", "InvalidResource", False, True, "Failed", "Degraded"),
+        Row("Resource", _PENDING_ROW, _resource(rollout=_PENDING), "True", "Valid",
+            True, False, "InProgress", "Progressing"),
+        Row("Resource", _REFUSED_ROW, _resource(rollout=_REFUSED), "True", "Valid",
+            False, False, "Current", "Healthy"),
+        Row("Resource", _DELIVERED_ROW, _resource(rollout=_DELIVERED), "True", "Valid",
+            False, False, "Current", "Healthy"),
+        Row("Resource", "a conflict while a change is pending", _resource(
+            Problem("bad", _CONFLICT), rollout=_PENDING), "False", "InvalidResource",
+            False, True, "Failed", "Degraded"),
         *_common("Resource", _resource(), "Valid"),
         # ResourceType
         Row("ResourceType", "valid", _type(TypeClosure(name="x")), "True", "Valid",
@@ -284,9 +320,13 @@ def rows() -> list[Row]:
             "UnknownParentType", True, False, "InProgress", "Progressing"),
         Row("ResourceType", "parentTypes cycle", _type(TypeClosure(name="x", cycle=["x", "x"])),
             "False", "ParentCycle", False, True, "Failed", "Degraded"),
+        Row("ResourceType", _PENDING_ROW, _type(TypeClosure(name="x"), _PENDING), "True", "Valid",
+            True, False, "InProgress", "Progressing"),
         *_common("ResourceType", _type(TypeClosure(name="x")), "Valid"),
         # ResourceGrant
         Row("ResourceGrant", "observed", _grant(), "True", "Observed",
             False, False, "Current", "Healthy"),
+        Row("ResourceGrant", _PENDING_ROW, _grant(_PENDING), "True", "Observed",
+            True, False, "InProgress", "Progressing"),
         *_common("ResourceGrant", _grant(), "Observed"),
     ]  # fmt: skip

@@ -10,9 +10,16 @@ from typing import Any
 def add_why_parser(sub: Any, run: Callable[[argparse.Namespace], int]) -> None:
     """``why AGENT``: for ``bindery`` and for the ``kubectl-bindery`` plugin; ``run`` runs it."""
     why = sub.add_parser(
-        "why", help="why an agent is (not) Ready: each slot's candidates, its work hold, its launch"
+        "why",
+        help="why an agent is (not) Ready: each slot's candidates, its work hold, its launch; "
+        "or, for KIND/NAME, which dependent agents have not applied an object's change",
     )
-    why.add_argument("agent", metavar="AGENT", help="the AgentSpec's name")
+    why.add_argument(
+        "agent",
+        metavar="AGENT|KIND/NAME",
+        help="the AgentSpec's name; or resource/NAME, tool/NAME, resourcetype/NAME or "
+        "resourcegrant/NAME: the object's rollout and the dependent agents that lag, with why",
+    )
     why.add_argument(
         "-n",
         "--namespace",

@@ -19,6 +19,7 @@ from typing import Any
 
 from kubernetes import config
 
+from controller.cli import why_rollout
 from controller.cli.exits import Exit
 from controller.cli.parsers import add_why_parser
 from controller.cli.why_text import render_text, to_json
@@ -214,6 +215,28 @@ def _namespace(explicit: str | None) -> str:
 
 
 def run_why(args: argparse.Namespace) -> int:
+    """``why AGENT``, or ``why KIND/NAME`` for an object agents depend on (its rollout)."""
+    try:
+        other = why_rollout.target(args.agent)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return Exit.USAGE
+    if other is None:
+        return _why_agent(args)
+    kind, name = other
+    try:
+        api = load_client()
+        impersonate(api, args.impersonate, args.impersonate_groups)
+    except PreflightError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.code
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return Exit.USAGE
+    return why_rollout.run(api, kind, _namespace(args.namespace), name, args.output)
+
+
+def _why_agent(args: argparse.Namespace) -> int:
     namespace = _namespace(args.namespace)
     try:
         api = load_client()

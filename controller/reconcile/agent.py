@@ -54,6 +54,7 @@ from controller.reconcile.holds import FINALIZER, WorkHolds
 from controller.reconcile.kinds import write_status
 from controller.reconcile.passes import Pass
 from controller.reconcile.result import CHANGED, UNCHANGED, Result, earliest
+from controller.reconcile.rollouts import Rollouts
 from controller.reconcile.sessions import SessionOutcome, Sessions
 from controller.reconcile.store import Store
 from controller.reconcile.writer import ForeignObjectError, StaleWriteError, Writer
@@ -131,6 +132,7 @@ class AgentReconciler:
         events: EventRecorder,
         gauges: AgentGauges,
         suspects: set[Request],
+        rollouts: Rollouts | None = None,
     ) -> None:
         self.store = store
         self.registry = registry
@@ -143,6 +145,8 @@ class AgentReconciler:
         self.events = events
         self.gauges = gauges
         self.suspects = suspects
+        self.rollouts = rollouts
+        """Told what each pass read and where the session stands (rollout status)."""
         self.namespace_terminating: Callable[[str], None] = lambda namespace: None
         """Called when the API server says a namespace is being deleted."""
 
@@ -158,10 +162,12 @@ class AgentReconciler:
                 return UNCHANGED
             pass_ = pass_.seeing(self._latest(pass_))
         if pass_.body["metadata"].get("deletionTimestamp"):
+            self._rollout_gone(request)
             return CHANGED.requeue(await self._finalize(pass_))
         error = self.parse_errors.get(request)
         agent = self.registry.agent(request.ref.key)
         if error or agent is None:
+            self._rollout_gone(request)
             new = status.invalid_status(
                 _generation(pass_), error or "not parsed", pass_.old, pass_.now.rfc3339, state=True
             )
@@ -182,7 +188,14 @@ class AgentReconciler:
             await self._rejected(pass_, exc)
             raise
         changed = await self._report(pass_, agent, resolution, converged)
+        if self.rollouts is not None:
+            self.rollouts.observe(agent, resolution, converged.delivery, converged.session.view)
         return Result(changed or converged.delivered, converged.requeue_after)
+
+    def _rollout_gone(self, request: Request) -> None:
+        """An agent being deleted, or with a spec the models reject, depends on nothing."""
+        if self.rollouts is not None:
+            self.rollouts.forget(request.ref.key)
 
     async def _stalled_by_foreign_object(self, pass_: Pass, exc: ForeignObjectError) -> None:
         """Say in status that an object the agent needs belongs to someone else."""

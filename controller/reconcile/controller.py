@@ -30,6 +30,7 @@ from controller.reconcile.kinds import (
 from controller.reconcile.queue import WorkQueue
 from controller.reconcile.result import Result
 from controller.reconcile.resync import Sweeper
+from controller.reconcile.rollouts import Rollouts
 from controller.reconcile.sessions import Sessions
 from controller.reconcile.store import Store, key_of
 from controller.reconcile.workers import WorkerPool
@@ -58,6 +59,8 @@ class Controller:
         work_scope: WorkScope = WorkScope.NAMESPACE,
         work_hold_namespace: str = "",
         clock: Clock = LOOP_CLOCK,
+        rollout_delay: float = 1.0,
+        rollout_settle: float = 120.0,
     ) -> None:
         self.api = api
         self.instance = instance or f"bindery-{uuid.uuid4().hex[:8]}"
@@ -70,7 +73,18 @@ class Controller:
         self.writer = Writer(api, self._written)
         self.events = EventRecorder(api, instance=self.instance)
         gauges = AgentGauges()
-        self.intake.on_agent_gone = gauges.forget
+        self.rollouts = Rollouts(self.registry, self.queue.add_after, delay=rollout_delay)
+        self.rollouts.on_warm = self._enqueue_supporting
+        self.rollout_settle = rollout_settle
+        """Seconds after a start by which rollouts are counted even if an agent's passes keep
+        failing."""
+        self.clock = clock
+
+        def agent_gone(key: str) -> None:
+            gauges.forget(key)
+            self.rollouts.forget(key)
+
+        self.intake.on_agent_gone = agent_gone
         errors = self.intake.parse_errors
         self.holds = WorkHolds(
             store=self.store,
@@ -109,15 +123,17 @@ class Controller:
             events=self.events,
             gauges=gauges,
             suspects=self.intake.suspects,
+            rollouts=self.rollouts,
         )
+        rollouts = self.rollouts
         reconcilers: dict[Kind, Reconciler] = {
-            Kind.TYPE: ResourceTypeReconciler(self.registry, self.writer, errors),
+            Kind.TYPE: ResourceTypeReconciler(self.registry, self.writer, errors, rollouts),
             Kind.RESOURCE: ResourceReconciler(
-                self.registry, self.writer, errors, self.intake.holds
+                self.registry, self.writer, errors, self.intake.holds, rollouts
             ),
-            Kind.TOOL: ToolReconciler(self.registry, self.writer, errors, self.events),
+            Kind.TOOL: ToolReconciler(self.registry, self.writer, errors, self.events, rollouts),
             Kind.AGENT: agents,
-            Kind.GRANT: GrantReconciler(self.registry, self.writer, errors),
+            Kind.GRANT: GrantReconciler(self.registry, self.writer, errors, rollouts),
         }
         self.pool = WorkerPool(self.queue, self.store, reconcilers, workers=workers)
         kinds = [(e, "") for e in k8s_api.ENDPOINTS.values()] + [(e, OWNED_SELECTOR) for e in OWNED]
@@ -178,10 +194,22 @@ class Controller:
         await self.catching_up.catch_up(listing, stall=stall)
 
     def enqueue_all(self) -> None:
-        """Queue every object of the five kinds (the first pass after start-up)."""
+        """Queue every object of the five kinds (the first pass after start-up). Rollouts are
+        counted once every agent has had its pass (or after ``rollout_settle`` seconds)."""
+        self.rollouts.expect(Ref.of(b).key for b in self.store.of(k8s_api.AGENTS).values())
+        if not self.rollouts.warm:
+            self.clock.call_at(self.clock.now() + self.rollout_settle, self.rollouts.settle)
         for kind, endpoint in k8s_api.ENDPOINTS.items():
             for body in self.store.of(endpoint).values():
                 self.queue.add(Request(kind, Ref.of(body)))
+
+    def _enqueue_supporting(self) -> None:
+        """Rollouts are known now: look at every object agents depend on once (a pass writes
+        only what changed)."""
+        for kind, endpoint in k8s_api.ENDPOINTS.items():
+            if kind is not Kind.AGENT:
+                for body in self.store.of(endpoint).values():
+                    self.queue.add(Request(kind, Ref.of(body)))
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -12,11 +12,13 @@ from typing import Any, Protocol
 from controller.domain import status
 from controller.domain.refs import Request
 from controller.domain.registry import Registry
+from controller.domain.rollout import Rollout
 from controller.k8s import api
 from controller.reconcile.events import EventRecorder
 from controller.reconcile.index import HoldIndex
 from controller.reconcile.passes import Pass
 from controller.reconcile.result import Result
+from controller.reconcile.rollouts import Rollouts
 from controller.reconcile.writer import Writer
 
 Body = dict[str, Any]
@@ -44,10 +46,17 @@ class StatusReconciler:
     """The skeleton of a kind whose pass only rebuilds its status: read the object, build the
     status (:meth:`build`), write it if it changed, act on the change (:meth:`changed`)."""
 
-    def __init__(self, registry: Registry, writer: Writer, parse_errors: dict[Request, str]):
+    def __init__(
+        self,
+        registry: Registry,
+        writer: Writer,
+        parse_errors: dict[Request, str],
+        rollouts: Rollouts | None = None,
+    ):
         self.registry = registry
         self.writer = writer
         self.parse_errors = parse_errors
+        self.rollouts = rollouts
 
     async def reconcile(self, pass_: Pass) -> Result:
         request, body = pass_.request, pass_.body
@@ -66,6 +75,19 @@ class StatusReconciler:
         """The object's new status; None when the view holds no parsed object for it."""
         raise NotImplementedError
 
+    def rollout(self, request: Request, gen: int, old: Body) -> Rollout | None:
+        """The object's rollout at ``gen`` over the agents depending on it; while the tracker is
+        cold (just started), the one its status reports for ``gen``; None: not known."""
+        if self.rollouts is None:
+            return None
+        kind, key = request.kind, request.ref.key
+        counted = self.rollouts.count(kind, key, gen)
+        if counted is None:
+            before = Rollout.from_status(old.get("rollout"))
+            return before if before is not None and before.generation == gen else None
+        self.rollouts.stale(kind, key, counted)
+        return counted
+
     def changed(self, pass_: Pass, new: Body) -> None:
         """The status written differs from the pass's old one: nothing more to do, mostly."""
 
@@ -78,7 +100,13 @@ class ResourceTypeReconciler(StatusReconciler):
 
     def build(self, request: Request, gen: int, old: Body, now: str) -> Body | None:
         closure = self.registry.closure(request.ref.name)
-        return status.resource_type_status(generation=gen, closure=closure, old=old, now=now)
+        return status.resource_type_status(
+            generation=gen,
+            closure=closure,
+            old=old,
+            now=now,
+            rollout=self.rollout(request, gen, old),
+        )
 
 
 class ResourceReconciler(StatusReconciler):
@@ -90,8 +118,9 @@ class ResourceReconciler(StatusReconciler):
         writer: Writer,
         parse_errors: dict[Request, str],
         holds: HoldIndex,
+        rollouts: Rollouts | None = None,
     ) -> None:
-        super().__init__(registry, writer, parse_errors)
+        super().__init__(registry, writer, parse_errors, rollouts)
         self.holds = holds
 
     def build(self, request: Request, gen: int, old: Body, now: str) -> Body | None:
@@ -104,6 +133,7 @@ class ResourceReconciler(StatusReconciler):
             holder=self.holds.holding(res.meta.namespace, res.spec.uri),
             old=old,
             now=now,
+            rollout=self.rollout(request, gen, old),
         )
 
 
@@ -116,8 +146,9 @@ class ToolReconciler(StatusReconciler):
         writer: Writer,
         parse_errors: dict[Request, str],
         events: EventRecorder,
+        rollouts: Rollouts | None = None,
     ) -> None:
-        super().__init__(registry, writer, parse_errors)
+        super().__init__(registry, writer, parse_errors, rollouts)
         self.events = events
 
     def build(self, request: Request, gen: int, old: Body, now: str) -> Body | None:
@@ -130,6 +161,7 @@ class ToolReconciler(StatusReconciler):
             validation=self.registry.validate_tool(request.ref.key),
             old=old,
             now=now,
+            rollout=self.rollout(request, gen, old),
         )
 
     def changed(self, pass_: Pass, new: Body) -> None:
@@ -145,4 +177,6 @@ class GrantReconciler(StatusReconciler):
         if grant is None:
             return None
         uses = [use.value for use in grant.spec.uses]
-        return status.grant_status(generation=gen, uses=uses, old=old, now=now)
+        return status.grant_status(
+            generation=gen, uses=uses, old=old, now=now, rollout=self.rollout(request, gen, old)
+        )

@@ -929,6 +929,16 @@ STATUSES: dict[str, dict[str, Any]] = {
         "conditions": [_condition()],
         "valid": True,
         "holder": {"namespace": "ns", "name": "a", "uid": "u-1", "since": "2025-01-01T00:00:00Z"},
+        "delivered": "2/3",
+        "rollout": {
+            "generation": 1,
+            "dependents": 3,
+            "applied": 2,
+            "pending": 1,
+            "refused": 0,
+            "suspended": 0,
+            "laggards": [{"agent": "ns/b", "state": "Pending", "message": "applied nothing"}],
+        },
     },
     "Tool": {
         "observedGeneration": 1,
@@ -1082,11 +1092,14 @@ def test_kubectl_get_bindery_and_columns(cluster: Cluster, objects: Objects) -> 
     assert agents[1].split()[:5] == ["a", "github-issue://example/p/1", "Working", "1/2", "True"]
 
     resources = cluster.kubectl("get", "bres", "-n", ns).stdout.splitlines()
-    assert resources[0].split() == ["NAME", "TYPE", "URI", "HOLDER", "READY", "REASON", "AGE"]
+    assert resources[0].split() == [
+        "NAME", "TYPE", "URI", "HOLDER", "READY", "REASON", "DELIVERED", "AGE"
+    ]  # fmt: skip
     assert resources[1].split()[:4] == ["r", "git-checkout", "git://example/repo", "a"]
+    assert "2/3" in resources[1].split()
 
     tools = cluster.kubectl("get", "btool", "-n", ns).stdout.splitlines()
-    assert tools[0].split() == ["NAME", "SLOTS", "READY", "REASON", "AGE"]
+    assert tools[0].split() == ["NAME", "SLOTS", "READY", "REASON", "DELIVERED", "AGE"]
     assert tools[1].split()[:3] == ["t", "1", "False"]
 
     wide = cluster.kubectl("get", "agentspecs.bindery.dev", "-n", ns, "-o", "wide")
@@ -1107,7 +1120,7 @@ def test_kubectl_resource_types_columns(cluster: Cluster, objects: Objects) -> N
     try:
         for short in ("rtype", "resourcetype", "resourcetypes.bindery.dev"):
             out = cluster.kubectl("get", short, name).stdout.splitlines()
-            assert out[0].split() == ["NAME", "PARENTS", "READY", "REASON", "AGE"]
+            assert out[0].split() == ["NAME", "PARENTS", "READY", "REASON", "DELIVERED", "AGE"]
             assert out[1].split()[:2] == [name, '["git-checkout","fs-path"]']
         listed = cluster.kubectl("get", "bindery", "-A", "-o", "name").stdout.split()
         assert f"resourcetype.bindery.dev/{name}" in listed

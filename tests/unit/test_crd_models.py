@@ -296,18 +296,21 @@ PRINTER_COLUMNS = {
         "Holder": ".status.holder.name",
         "Ready": '.status.conditions[?(@.type=="Ready")].status',
         "Reason": '.status.conditions[?(@.type=="Ready")].reason',
+        "Delivered": ".status.delivered",
         "Age": ".metadata.creationTimestamp",
     },
     "Tool": {
         "Slots": ".status.slotCount",
         "Ready": '.status.conditions[?(@.type=="Ready")].status',
         "Reason": '.status.conditions[?(@.type=="Ready")].reason',
+        "Delivered": ".status.delivered",
         "Age": ".metadata.creationTimestamp",
     },
     "ResourceType": {
         "Parents": ".spec.parentTypes",
         "Ready": '.status.conditions[?(@.type=="Ready")].status',
         "Reason": '.status.conditions[?(@.type=="Ready")].reason',
+        "Delivered": ".status.delivered",
         "Age": ".metadata.creationTimestamp",
     },
     "ResourceGrant": {
@@ -316,6 +319,7 @@ PRINTER_COLUMNS = {
         "Uses": ".spec.uses",
         "Ready": '.status.conditions[?(@.type=="Ready")].status',
         "Reason": '.status.conditions[?(@.type=="Ready")].reason',
+        "Delivered": ".status.delivered",
         "Age": ".metadata.creationTimestamp",
     },
 }

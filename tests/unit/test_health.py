@@ -26,6 +26,17 @@ def test_every_kind_has_every_outcome() -> None:
         assert seen == {"Healthy", "Progressing", "Degraded"}, kind
 
 
+def _says(row: Row) -> tuple[str, str]:
+    """The reason and message Reconciling or Stalled repeat: Ready's, or (a pending rollout of
+    a healthy object) the rollout's, as Delivered says it."""
+    ready = _condition(row.status, "Ready")
+    assert ready is not None
+    delivered = _condition(row.status, "Delivered")
+    if ready["status"] == "True" and delivered is not None and delivered["status"] == "False":
+        return "RolloutPending", delivered["message"]
+    return ready["reason"], ready["message"]
+
+
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: r.id)
 def test_conditions(row: Row) -> None:
     ready = _condition(row.status, "Ready")
@@ -39,8 +50,8 @@ def test_conditions(row: Row) -> None:
     assert (reconciling is not None and reconciling["status"] == "True") is row.reconciling
     assert (stalled is not None and stalled["status"] == "True") is row.stalled
     for flag in (reconciling, stalled):
-        if flag is not None and flag["status"] == "True":  # says what Ready says
-            assert (flag["reason"], flag["message"]) == (ready["reason"], ready["message"])
+        if flag is not None and flag["status"] == "True":  # says what Ready says ...
+            assert (flag["reason"], flag["message"]) == _says(row)
 
 
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: r.id)
@@ -48,9 +59,8 @@ def test_argo_cd_health(row: Row) -> None:
     health = argo_health(row.object())
     assert health["status"] == row.argo
     if row.argo == "Degraded" or (row.argo == "Progressing" and row.reconciling):
-        ready = _condition(row.status, "Ready")
-        assert ready is not None
-        assert health["message"] == f"{ready['reason']}: {ready['message']}"
+        reason, message = _says(row)
+        assert health["message"] == f"{reason}: {message}"
 
 
 def test_argo_cd_health_of_an_object_without_conditions_or_metadata() -> None:

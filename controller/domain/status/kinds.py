@@ -8,6 +8,7 @@ from typing import Any
 
 from controller.domain.models import ToolSpec
 from controller.domain.results import ErrorCause, ToolValidation, TypeClosure
+from controller.domain.rollout import DELIVERED, ROLLOUT_PENDING, Rollout
 from controller.domain.status.conditions import (
     MISSING_DEPENDENCY,
     condition,
@@ -19,7 +20,13 @@ from controller.domain.work import Hold
 
 
 def tool_status(
-    *, generation: int, tool: ToolSpec, validation: ToolValidation, old: dict[str, Any], now: str
+    *,
+    generation: int,
+    tool: ToolSpec,
+    validation: ToolValidation,
+    old: dict[str, Any],
+    now: str,
+    rollout: Rollout | None = None,
 ) -> dict[str, Any]:
     errors = validation.errors
     declared = {slot.name: slot.static_resource or "" for slot in tool.resource_slots}
@@ -46,17 +53,22 @@ def tool_status(
         )
         ready = condition("Ready", True, "Valid", message, generation)
     conditions = health_conditions(ready, progressing=True, stalled=bool(conflicts))
-    return {
+    status: dict[str, Any] = {
         "observedGeneration": generation,
         "slotCount": len(tool.resource_slots),
         "staticSlotsValid": validation.static_valid,
         "staticSlots": static,
-        "conditions": merge_conditions(old.get("conditions"), conditions, now),
     }
+    return _with_rollout(status, conditions, rollout, old, now)
 
 
 def resource_type_status(
-    *, generation: int, closure: TypeClosure, old: dict[str, Any], now: str
+    *,
+    generation: int,
+    closure: TypeClosure,
+    old: dict[str, Any],
+    now: str,
+    rollout: Rollout | None = None,
 ) -> dict[str, Any]:
     if closure.cycle:
         ready = condition(
@@ -87,13 +99,12 @@ def resource_type_status(
     status: dict[str, Any] = {
         "observedGeneration": generation,
         "ancestors": list(closure.ancestors),
-        "conditions": merge_conditions(old.get("conditions"), conditions, now),
     }
     if closure.cycle:
         status["cycle"] = list(closure.cycle)
     if closure.unknown_parents:
         status["unknownParents"] = list(closure.unknown_parents)
-    return status
+    return _with_rollout(status, conditions, rollout, old, now)
 
 
 def resource_status(
@@ -103,6 +114,7 @@ def resource_status(
     holder: Hold | None,
     old: dict[str, Any],
     now: str,
+    rollout: Rollout | None = None,
 ) -> dict[str, Any]:
     """A Resource's status. ``errors`` that are :class:`~controller.domain.results.Problem` say
     what clears them; any other string counts as one a person must fix."""
@@ -116,26 +128,50 @@ def resource_status(
             "Ready", True, "Valid", "the resource matches its type's contract", generation
         )
     conditions = health_conditions(ready, progressing=True, stalled=bool(conflicts))
-    status: dict[str, Any] = {
-        "observedGeneration": generation,
-        "valid": not errors,
-        "conditions": merge_conditions(old.get("conditions"), conditions, now),
-    }
+    status: dict[str, Any] = {"observedGeneration": generation, "valid": not errors}
     if holder is not None:
         status["holder"] = {**ref_field(holder.holder), "uid": holder.holder_uid}
-    return status
+    return _with_rollout(status, conditions, rollout, old, now)
 
 
 def grant_status(
-    *, generation: int, uses: Sequence[str], old: dict[str, Any], now: str
+    *,
+    generation: int,
+    uses: Sequence[str],
+    old: dict[str, Any],
+    now: str,
+    rollout: Rollout | None = None,
 ) -> dict[str, Any]:
     """A ResourceGrant's status: Ready once the controller has taken this generation into
     account (a grant cannot be wrong by itself; what it admits shows on the referrers)."""
     ready = condition("Ready", True, "Observed", f"in effect for {', '.join(uses)}", generation)
-    return {
-        "observedGeneration": generation,
-        "conditions": merge_conditions(old.get("conditions"), health_conditions(ready), now),
-    }
+    status: dict[str, Any] = {"observedGeneration": generation}
+    return _with_rollout(status, health_conditions(ready), rollout, old, now)
+
+
+def _with_rollout(
+    status: dict[str, Any],
+    conditions: list[dict[str, Any]],
+    rollout: Rollout | None,
+    old: dict[str, Any],
+    now: str,
+) -> dict[str, Any]:
+    """``status`` with its conditions, and the rollout's fields and ``Delivered`` condition when
+    the rollout is known. A pending rollout keeps ``Reconciling`` True (unless the object is
+    Stalled on its own): progress, never a failure."""
+    if rollout is not None:
+        ok, reason, message = rollout.condition_parts()
+        generation = int(conditions[0]["observedGeneration"])
+        stalled = any(c["type"] == "Stalled" and c["status"] == "True" for c in conditions)
+        reconciling = any(c["type"] == "Reconciling" and c["status"] == "True" for c in conditions)
+        if rollout.pending and not stalled and not reconciling:
+            pending = condition("Reconciling", True, ROLLOUT_PENDING, message, generation)
+            conditions = [pending if c["type"] == "Reconciling" else c for c in conditions]
+        conditions = [*conditions, condition(DELIVERED, ok, reason, message, generation)]
+        status["rollout"] = rollout.as_status()
+        status["delivered"] = rollout.delivered
+    status["conditions"] = merge_conditions(old.get("conditions"), conditions, now)
+    return status
 
 
 def invalid_status(

@@ -9,6 +9,10 @@
 --     (an idle agent whose session is suspended by its idle policy is Ready=True, reason
 --      Suspended: Healthy, though no pod runs)
 --   Ready=False, neither of the above                -> Progressing (kstatus InProgress)
+-- A change to a Resource, Tool, ResourceType or ResourceGrant that some dependent agent has not
+-- applied yet keeps Reconciling=True (reason RolloutPending; Delivered=False, reason Pending): it
+-- reads Progressing by the rule above, never Degraded. A refusal by an agent's runtime
+-- (Delivered=False, reason Refused) leaves the object's health as it was.
 -- The table is in the Bindery docs (docs/design.md, "Status semantics").
 -- Argo CD runs this with gopher-lua: Lua 5.1 only.
 local hs = {}
