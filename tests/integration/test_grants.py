@@ -456,7 +456,8 @@ def test_a_well_formed_grant_is_accepted_with_its_defaults(
     assert made["spec"]["uses"] == ["static", "parameter", "selector"]
     assert made["status"] == {"observedGeneration": -1}
     listed = cluster.kubectl("get", "brg", "-n", namespace).stdout
-    assert listed.split()[:7] == ["NAME", "FROM", "TO", "USES", "READY", "REASON", "AGE"]
+    header = ["NAME", "FROM", "TO", "USES", "READY", "REASON", "DELIVERED", "AGE"]
+    assert listed.split()[:8] == header
 
 
 def test_a_selector_and_a_parameter_reach_another_namespace_by_grant(
