@@ -7,10 +7,12 @@
 * bench/bench_e2e.py: the controller against a real local API server, as ratios to a baseline
   client (issue 10);
 * bench/bench_watch.py: how soon the session library's watcher notices a replaced bindings
-  document, through its directory watch and polling alone (its own process, like resolve).
+  document, through its directory watch and polling alone (its own process, like resolve);
+* bench/bench_mcp.py: the MCP adapter's notification latency in both protocol generations and
+  its memory per session (its own process; needs the ``mcp`` extra, which ``make venv`` installs).
 
     .venv/bin/python -m bench [--scale 1.0] [--idle-seconds 300]
-                              [--only resolve|budget|watch|e2e|PHASE]
+                              [--only resolve|budget|watch|mcp|e2e|PHASE]
                               [--json FILE] [e2e options, see python -m bench.bench_e2e -h]
 
 ``--only`` is repeatable; a phase of bench_e2e (throughput, anchor, latency, fanout, writes,
@@ -87,12 +89,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         action="append",
-        choices=["resolve", "budget", "watch", "e2e", *bench_e2e.PHASES],
+        choices=["resolve", "budget", "watch", "mcp", "e2e", *bench_e2e.PHASES],
         help="run one benchmark, or only these phases of bench_e2e (repeatable)",
     )
     parser.add_argument("--json", type=Path, help="write the rows (and e2e raw data) here")
     args, rest = parser.parse_known_args(argv)
-    only = set(args.only or ["resolve", "budget", "watch", "e2e"])
+    only = set(args.only or ["resolve", "budget", "watch", "mcp", "e2e"])
     phases = sorted(only & set(bench_e2e.PHASES), key=bench_e2e.PHASES.index)
     if phases:
         only.add("e2e")
@@ -113,6 +115,11 @@ def main(argv: list[str] | None = None) -> int:
     if "watch" in only:
         print("running bench_watch ...", file=sys.stderr, flush=True)
         got, more = child_rows("watch", "bench.bench_watch")
+        rows += got
+        notes += more
+    if "mcp" in only:
+        print("running bench_mcp ...", file=sys.stderr, flush=True)
+        got, more = child_rows("mcp", "bench.bench_mcp")
         rows += got
         notes += more
     if "e2e" in only:
