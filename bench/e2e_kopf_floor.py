@@ -1,6 +1,6 @@
 """The kopf floor: what kopf alone costs to list the objects the throughput phase starts with.
 
-Bindery is specified to watch its four kinds through kopf, so every start-up pays for kopf's
+Bindery is specified to watch its five kinds through kopf, so every start-up pays for kopf's
 listing of them: each listed object goes through kopf's per-object pipeline (a worker task, its
 queue, the cause, the handler's keyword arguments, the loggers) before the controller sees it.
 This process is that and nothing else: a kopf operator with one ``on.event`` handler per Bindery
@@ -33,7 +33,7 @@ from typing import Any  # noqa: E402
 import kopf  # noqa: E402
 
 GROUP, VERSION = "bindery.dev", "v1alpha1"
-PLURALS = ("resourcetypes", "resources", "tools", "agentspecs")
+PLURALS = ("resourcetypes", "resources", "tools", "agentspecs", "resourcegrants")
 PAGE = 500
 """The controller's page size (``controller/k8s/api.py: LIST_PAGE``)."""
 

@@ -1,4 +1,4 @@
-"""The four CRDs against the real kube-apiserver: what is accepted, what is rejected, and how.
+"""The five CRDs against the real kube-apiserver: what is accepted, what is rejected, and how.
 
 Every invalid case must be refused at admission by the API server itself (OpenAPI schema and CEL
 ``x-kubernetes-validations``) with HTTP 422, naming the field and the rule, so that nothing

@@ -1,4 +1,4 @@
-"""Status documents for the four kinds, rebuilt from the observed world on every pass, and the
+"""Status documents for the five kinds, rebuilt from the observed world on every pass, and the
 Events their transitions post.
 
 Status is never accumulated: each pass computes it whole from the resolution, the observed holds

@@ -1,4 +1,4 @@
-"""The status of a Tool, a ResourceType and a Resource, and of an object of any kind whose spec
+"""The status of a Tool, a ResourceType, a Resource and a ResourceGrant, and of an object whose spec
 the models reject."""
 
 from __future__ import annotations
