@@ -224,6 +224,15 @@ def run_why(args: argparse.Namespace) -> int:
     if other is None:
         return _why_agent(args)
     kind, name = other
+    api = _client(args)
+    if isinstance(api, int):
+        return api
+    return why_rollout.run(api, kind, _namespace(args.namespace), name, args.output)
+
+
+def _client(args: argparse.Namespace) -> ImpersonatingClient | int:
+    """The kubeconfig's client as ``--as``/``--as-group`` impersonate it, or the exit code of
+    why it could not be made (the reason printed)."""
     try:
         api = load_client()
         impersonate(api, args.impersonate, args.impersonate_groups)
@@ -233,20 +242,14 @@ def run_why(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return Exit.USAGE
-    return why_rollout.run(api, kind, _namespace(args.namespace), name, args.output)
+    return api
 
 
 def _why_agent(args: argparse.Namespace) -> int:
     namespace = _namespace(args.namespace)
-    try:
-        api = load_client()
-        impersonate(api, args.impersonate, args.impersonate_groups)
-    except PreflightError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.code
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return Exit.USAGE
+    api = _client(args)
+    if isinstance(api, int):
+        return api
     given = WorkScope(args.work_scope) if args.work_scope else None
     scope = Scope(given, args.work_hold_namespace or "")
 
