@@ -218,7 +218,7 @@ def run(settings: Settings) -> Exit:
     if settings.metrics_port:
         check_port(settings.metrics_port, "", "metrics server", "--metrics-port=PORT")
     api = load_client()
-    check_cluster(api, wait=settings.api_wait)
+    server = check_cluster(api, wait=settings.api_wait)
     if settings.metrics_port:
         try:
             start_http_server(settings.metrics_port)
@@ -228,6 +228,7 @@ def run(settings: Settings) -> Exit:
             ) from exc
     log.info(
         "starting",
+        kubernetes=server.git_version,
         mode="leader election" if settings.leader_election else "standalone",
         work_scope=str(settings.work_scope),
         work_holds=settings.work_hold_namespace

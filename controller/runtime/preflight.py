@@ -23,6 +23,7 @@ from kubernetes import client, config
 
 from controller.domain.errors import RunError
 from controller.domain.models import GROUP, VERSION
+from controller.domain.versions import ServerVersion, support_note
 from controller.k8s.api import (
     ApiError,
     ImpersonatingClient,
@@ -94,12 +95,12 @@ async def _ready(kube: KubeApi) -> bool:
     return True
 
 
-async def _check_api(api: client.ApiClient) -> None:
+async def _check_api(api: client.ApiClient) -> ServerVersion:
     server = api.configuration.host
     kube = KubeApi(api, connections=1)
     try:
         try:
-            await kube.request("GET", "/version")
+            version = ServerVersion.of(await kube.request("GET", "/version"))
         except ApiError as exc:
             if exc.away:
                 raise PreflightError(
@@ -145,12 +146,14 @@ async def _check_api(api: client.ApiClient) -> None:
                 "(or the chart's crds/ directory)",
                 Exit.NO_CRDS,
             )
+        return version
     finally:
         await kube.close()
 
 
-def check_cluster(api: client.ApiClient, *, wait: float = 0.0, retry: float = 2.0) -> None:
-    """The API server answers and serves the five Bindery kinds.
+def check_cluster(api: client.ApiClient, *, wait: float = 0.0, retry: float = 2.0) -> ServerVersion:
+    """The API server answers and serves the five Bindery kinds; its version is returned, and
+    a minor outside the tested range is logged (a warning: the controller still runs).
 
     An API server that does not answer is asked again every ``retry`` seconds for up to ``wait``
     seconds (a controller restarted while the control plane restarts too should not exit, and be
@@ -159,7 +162,7 @@ def check_cluster(api: client.ApiClient, *, wait: float = 0.0, retry: float = 2.
     deadline = time.monotonic() + wait
     while True:
         try:
-            asyncio.run(_check_api(api))
+            version = asyncio.run(_check_api(api))
         except PreflightError as exc:
             left = deadline - time.monotonic()
             if not exc.transient or left <= 0:
@@ -172,7 +175,10 @@ def check_cluster(api: client.ApiClient, *, wait: float = 0.0, retry: float = 2.
             )
             time.sleep(min(retry, left))
             continue
-        return
+        note = support_note(version)
+        if note is not None:
+            log.warning(note, server=api.configuration.host, kubernetes=version.git_version)
+        return version
 
 
 def check_port(port: int, host: str, what: str, flag: str) -> None:

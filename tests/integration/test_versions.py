@@ -8,6 +8,8 @@ import subprocess
 
 import pytest
 
+from controller.domain.versions import support_note
+from controller.runtime.preflight import check_cluster
 from harness.cluster import build_script, minor_of
 from tests.support import Cluster
 
@@ -28,3 +30,14 @@ def test_the_api_server_is_the_version_asked_for(cluster: Cluster, k8s_version: 
     wanted = k8s_version or versions[0]  # the newest by default
     assert minor_of(served) == minor_of(wanted)
     assert served in versions, f"{served} is none of the versions the harness builds: {versions}"
+
+
+def test_the_controller_reads_the_cluster_as_one_it_is_tested_on(
+    cluster: Cluster, crds: list[str]
+) -> None:
+    """What ``bindery run`` checks at start-up, on each lane's real API server: the version it
+    logs is the server's own, and no minor the suite runs on draws the out-of-range warning."""
+    server = check_cluster(cluster.api_client())
+    assert server.git_version == cluster.state.k8s_version
+    assert server.minor_pair == tuple(int(x) for x in minor_of(server.git_version).split("."))
+    assert support_note(server) is None

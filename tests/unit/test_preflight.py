@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
+import structlog
+import structlog.testing
 from aiohttp import web
 from kubernetes import client
 
@@ -34,13 +36,16 @@ class Plane:
     crds_after: int = 1_000_000
     """Discovery serves Bindery's kinds from this /apis request on (0: at once)."""
     apis_asked: int = 0
+    minor: str = "36"
 
 
 def _answers(plane: Plane) -> Handler:
     """kube-apiserver's discovery and ``/readyz``, as ``plane`` says; 404 for anything else."""
 
     async def version(_: web.Request) -> web.Response:
-        return web.json_response({"major": "1", "minor": "36"})
+        return web.json_response(
+            {"major": "1", "minor": plane.minor, "gitVersion": f"v1.{plane.minor}.0"}
+        )
 
     async def apis(_: web.Request) -> web.Response:
         plane.apis_asked += 1
@@ -110,3 +115,22 @@ def test_an_api_server_that_becomes_ready_within_the_wait_passes(plane: Plane) -
     plane.crds_after = 2  # the third look at discovery finds the CRDs
     check_cluster(_client(plane.url), wait=5.0, retry=0.05)
     assert plane.apis_asked == 3
+
+
+def test_a_cluster_in_the_tested_range_passes_quietly(plane: Plane) -> None:
+    plane.ready, plane.crds_after = [True], 0
+    with structlog.testing.capture_logs() as logged:
+        server = check_cluster(_client(plane.url))
+    assert server.git_version == "v1.36.0"
+    assert [e for e in logged if e["log_level"] == "warning"] == []
+
+
+def test_a_cluster_older_than_the_range_is_named_in_a_warning_and_still_runs(plane: Plane) -> None:
+    plane.ready, plane.crds_after, plane.minor = [True], 0, "32"
+    with structlog.testing.capture_logs() as logged:
+        server = check_cluster(_client(plane.url))
+    assert server.minor_pair == (1, 32)
+    warnings = [e for e in logged if e["log_level"] == "warning"]
+    assert len(warnings) == 1
+    assert "v1.32.0 is older than 1.33" in warnings[0]["event"]
+    assert warnings[0]["kubernetes"] == "v1.32.0"
