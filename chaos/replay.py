@@ -513,7 +513,9 @@ def _check_status(out: FinalState, name: str, agent: Body, holds: dict[str, str]
     if status.get("observedGeneration") != generation:
         # A pass that failed says why on the object (reason ReconcileFailed) without claiming
         # the generation: not converged, and the reason goes with the finding.
-        ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
+        ready: Body = next(
+            (c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {}
+        )
         why = (
             f" ({ready.get('reason')}: {str(ready.get('message', ''))[:200]})"
             if ready.get("reason") == "ReconcileFailed"

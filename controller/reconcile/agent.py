@@ -44,7 +44,6 @@ from controller.domain.models import AgentObject
 from controller.domain.refs import Request
 from controller.domain.registry import Registry
 from controller.domain.results import AgentResolution
-from controller.domain.status import failure
 from controller.domain.work import WorkPlan
 from controller.k8s import api
 from controller.k8s.api import ApiError
@@ -320,8 +319,7 @@ class AgentReconciler:
             written_at = now
         elif not ack.countable_time(written_at, pass_.now.wall):
             written_at = now  # a time it cannot count from (written by others): from now on
-        with failure.reading("status.delivery.writtenAt"):
-            since = ack.seconds_since(written_at, pass_.now.wall)
+        since = ack.seconds_since(written_at, pass_.now.wall)
         releasing = tuple(h.uri for h in holding.release)
         standing = self.acks.delivery_view(
             agent, digest, written_at, since_write=since, releasing=releasing

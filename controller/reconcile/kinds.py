@@ -47,7 +47,7 @@ async def write_status(writer: Writer, pass_: Pass, body: Body, new: Body) -> bo
     through here.
 
     A write the API server refuses (a value the CRD's status schema does not take, a status
-    too large) is raised with the fields it names noted on the error (:func:`failure.reading`),
+    too large) is raised with the fields it names noted on the error (:func:`failure.field_note`),
     so that the pass reports it by :func:`report_failure`."""
     new = fit(new)
     if body.get("status") == new:
@@ -93,7 +93,13 @@ async def report_failure(
         new = status.invalid_status(gen, message, pass_.old, pass_.now.rfc3339, state=state)
         note = failure.refused_note(message)
     else:
-        message = failure.failure_message(what, gen, exc)
+        fix = (
+            "find what refuses it in the error (an admission policy or webhook on the status "
+            "subresource, the object's size); the first pass it admits clears this"
+            if isinstance(exc, ApiError)
+            else ""
+        )
+        message = failure.failure_message(what, gen, exc, fix=fix)
         new = failure.failed_status(
             generation=gen, old=pass_.old, now=pass_.now.rfc3339, message=message, state=state
         )

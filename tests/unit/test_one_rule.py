@@ -89,15 +89,13 @@ def test_an_object_never_observed_stays_unobserved() -> None:
 
 
 def test_the_field_travels_with_the_exception() -> None:
-    with (
-        pytest.raises(KeyError) as caught,
-        failure.reading("status.outer"),
-        failure.reading("status.inner"),
-    ):
-        raise KeyError("x")
-    assert failure.field_of(caught.value) == "status.inner"  # the innermost field named
+    exc = KeyError("x")
+    exc.add_note("something else")
+    exc.add_note(failure.field_note("status.inner"))
+    exc.add_note(failure.field_note("status.outer"))
+    assert failure.field_of(exc) == "status.inner"  # the first named
     assert failure.field_of(ValueError()) == ""
-    message = failure.failure_message("Tool team/t", 2, caught.value)
+    message = failure.failure_message("Tool team/t", 2, exc)
     assert "status.inner: KeyError" in message
     unnamed = failure.failure_message("Tool team/t", 2, RuntimeError("x"))
     assert "no field of its own named" in unnamed

@@ -15,14 +15,13 @@ truthful status, and never stops the other objects' passes:
   other fields are kept as last observed. The pass is retried with backoff; a Warning event
   ``ReconcileFailed`` says the same.
 
-Which field an error is about travels with the exception as a note (PEP 678): :func:`reading`
-adds one where a pass interprets a field, :func:`field_of` reads it back. Pure: no I/O.
+Which field an error is about travels with the exception as a note (PEP 678): a pass that knows
+adds one (:func:`field_note`; the status write names the fields the API server refused), and
+:func:`field_of` reads it back. Pure: no I/O.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from pydantic import ValidationError
@@ -48,25 +47,16 @@ MAX_ERRORS = 5
 _NOTE = "bindery field: "
 
 
-@contextmanager
-def reading(field: str) -> Iterator[None]:
-    """Name ``field`` on any exception raised while the block interprets it (the innermost
-    field named wins)."""
-    try:
-        yield
-    except Exception as exc:
-        if not field_of(exc):
-            exc.add_note(field_note(field))
-        raise
-
-
 def field_note(field: str) -> str:
-    """The note that names ``field`` on an exception (see :func:`field_of`)."""
+    """The note that names ``field`` on an exception (``exc.add_note(field_note(...))``, where a
+    pass knows which field a failure is about: the status write names the fields the API server
+    refused); :func:`field_of` reads it back."""
     return f"{_NOTE}{field}"
 
 
 def field_of(exc: BaseException) -> str:
-    """The field :func:`reading` named on ``exc`` ("" when none was)."""
+    """The field a :func:`field_note` named on ``exc`` ("" when none did; the first if several
+    did)."""
     for note in getattr(exc, "__notes__", ()):
         if isinstance(note, str) and note.startswith(_NOTE):
             return note[len(_NOTE) :]
@@ -103,9 +93,11 @@ def refusal(exc: BaseException) -> str:
     )
 
 
-def failure_message(what: str, generation: int, exc: BaseException, field: str = "") -> str:
+def failure_message(
+    what: str, generation: int, exc: BaseException, field: str = "", fix: str = ""
+) -> str:
     """What a failed pass says: which object and generation, the field (when known), the
-    error, and what to do."""
+    error, and what to do (``fix``, else what fits the field)."""
     field = field or field_of(exc)
     where = (
         f"{field}: "
@@ -113,7 +105,7 @@ def failure_message(what: str, generation: int, exc: BaseException, field: str =
         else "(no field of its own named: a fault in Bindery or in what it read) "
     )
     error = one_line(f"{type(exc).__name__}: {exc}", 2048)
-    fix = (
+    fix = fix or (
         f"correct {field}"
         if field and not field.startswith("status")
         else "the controller rewrites its own status fields on the next pass; if this persists, "
