@@ -244,7 +244,6 @@ class ToolReconciler(StatusReconciler):
         rollouts: Rollouts | None = None,
     ) -> None:
         super().__init__(registry, writer, parse_errors, rollouts, events=events)
-        self.tool_events = events
 
     def build(self, request: Request, gen: int, old: Body, now: str) -> Body | None:
         tool = self.registry.tool(request.ref.key)
@@ -260,8 +259,10 @@ class ToolReconciler(StatusReconciler):
         )
 
     def changed(self, pass_: Pass, new: Body) -> None:
+        if self.events is None:
+            return
         for note in status.tool_events(pass_.old, new):
-            self.tool_events.record(pass_.body, note, pass_.now)
+            self.events.record(pass_.body, note, pass_.now)
 
 
 class GrantReconciler(StatusReconciler):
