@@ -328,10 +328,8 @@ def test_a_runtime_change_without_relaunch_is_drift_shown_not_acted_on(
 
     # Where users look: `kubectl get -o wide` shows the drift, and one Normal event says what to
     # do (once per drift, not once per pass).
-    assert _columns(cluster, namespace, "s") | {"LAUNCH": "1/1", "DRIFT": "true"} == (
-        _columns(cluster, namespace, "s")
-    )
-    assert _columns(cluster, namespace, "s")["READY"] == "True"
+    row = _columns(cluster, namespace, "s")
+    assert (row["LAUNCH"], row["DRIFT"], row["READY"]) == ("1/1", "true", "True")
     said = wait_for(
         lambda: _event_types(cluster, namespace, "s", "RelaunchRequired") or None,
         timeout=30,
