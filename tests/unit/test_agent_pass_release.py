@@ -131,4 +131,8 @@ async def test_a_hold_left_by_an_agent_that_vanished_is_released() -> None:
     assert Request.agent(f"{NS}/a") in c.queue.drain()
     fake.writes.clear()
     await c.process(Request.agent(f"{NS}/a"))
-    assert fake.writes == [("patch", "leases", LEASE), ("delete", "leases", LEASE)]
+    assert fake.writes == [
+        ("patch", "configmaps", "a-bindings"),  # withdrawn first (the GC has not removed it)
+        ("patch", "leases", LEASE),
+        ("delete", "leases", LEASE),
+    ]
