@@ -208,3 +208,32 @@ def acknowledge(cluster: Cluster, namespace: str, name: str, pod: dict[str, Any]
         "patch", "lease", ack_lease_name(name), "-n", namespace, "--type=merge",
         "-p", json.dumps(patch),
     )  # fmt: skip
+
+
+def test_an_agents_bindings_config_map_stripped_of_its_labels_is_still_its_own(
+    cluster: Cluster, namespace: str, controller: ControllerProcess, deliveries: DeliveryWatcher
+) -> None:
+    """Ownership is by uid: the ConfigMap the holder controls, its labels removed, is labelled
+    again (not reported as a transient object of an earlier agent), and deleting the holder
+    withdraws the URI from it before the hold goes."""
+    apply_examples(cluster, namespace)
+    apply(cluster, namespace, agent("a", resources=[work(URI)]))
+    wait_status(cluster, "agentspec", namespace, "a", state("Working"))
+    apply(cluster, namespace, agent("b", resources=[work(URI)]))
+    wait_status(cluster, "agentspec", namespace, "b", state("Waiting"))
+    name = bindings_config_map_name("a")
+    cluster.kubectl(
+        "label", "configmap", name, "-n", namespace, "app.kubernetes.io/managed-by-"
+    )  # fmt: skip
+
+    def labelled_again() -> bool:
+        labels = must_get(cluster, "configmap", namespace, name)["metadata"].get("labels") or {}
+        return labels.get("app.kubernetes.io/managed-by") == "bindery"
+
+    wait_for(labelled_again, timeout=30, what="a's ConfigMap to be labelled again")
+    a = wait_status(cluster, "agentspec", namespace, "a", state("Working"))
+    reasons = {c.get("reason") for c in a["status"].get("conditions") or []}
+    assert "ForeignObject" not in reasons, a["status"]
+    cluster.kubectl("delete", "agentspec", "a", "-n", namespace, "--wait=false")
+    wait_status(cluster, "agentspec", namespace, "b", state("Working"))
+    assert holder_of(cluster, namespace, URI) == f"{namespace}/b"
