@@ -219,18 +219,25 @@ class Intake:
         if not agent:
             return set()
         request = Request(Kind.AGENT, Ref(ref.namespace, agent))
-        if endpoint is api.PODS:
-            # A session pod changed: the holds its agent (of any incarnation) still has wait for
-            # it, and so do the claimants of their URIs.
-            claimants = (
-                Request.agent(k)
-                for hold in self.holds.named(request.ref.key)
-                for k in self.wanted.everywhere(hold.uri)
-            )
-            return {request, *claimants}
+        if endpoint is api.PODS or _acknowledgement(body):
+            # A session pod or its acknowledgement changed: the holds an agent of that name that
+            # is gone left wait for it, and so do the claimants of their URIs.
+            return {request, *self._claimants_of_gone(request.ref.key)}
         if deleted and by is None and self._owned_by_viewed_agent(body, request):
             self.suspects.add(request)
         return {request}
+
+    def _claimants_of_gone(self, key: str) -> set[Request]:
+        """The claimants of the URIs held by an agent ``key`` that is no longer in view (or
+        by an earlier agent of that name)."""
+        viewed = self.store.get(api.AGENTS, key)
+        uid = ((viewed or {}).get("metadata") or {}).get("uid")
+        return {
+            Request.agent(k)
+            for hold in self.holds.named(key)
+            if hold.holder_uid != uid
+            for k in self.wanted.everywhere(hold.uri)
+        }
 
     def _owned_by_viewed_agent(self, body: Body, request: Request) -> bool:
         """Whether ``body``'s controlling owner is the agent in view under ``request`` (by uid:
