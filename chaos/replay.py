@@ -511,9 +511,19 @@ def _check_status(out: FinalState, name: str, agent: Body, holds: dict[str, str]
     work = status.get("work") or {}
     generation = agent["metadata"].get("generation")
     if status.get("observedGeneration") != generation:
+        # A pass that failed says why on the object (reason ReconcileFailed) without claiming
+        # the generation: not converged, and the reason goes with the finding.
+        ready: Body = next(
+            (c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {}
+        )
+        why = (
+            f" ({ready.get('reason')}: {str(ready.get('message', ''))[:200]})"
+            if ready.get("reason") == "ReconcileFailed"
+            else ""
+        )
         out.lost.append(
             f"{name}: observedGeneration {status.get('observedGeneration')} "
-            f"!= generation {generation}"
+            f"!= generation {generation}{why}"
         )
         return None
     if (work.get("uri") or None) != uri:

@@ -38,6 +38,7 @@ from controller.domain.status import (
     resource_type_status,
     tool_status,
 )
+from controller.domain.status.failure import failed_status
 from controller.domain.work import WorkPlan, WorkState
 
 NOW = "2024-01-01T00:00:00Z"
@@ -235,6 +236,9 @@ def _common(kind: str, healthy: dict[str, Any], reason: str) -> list[Row]:
     """The rows every kind shares: not yet seen, a stale status, being deleted, invalid spec."""
     stale = {**healthy, "observedGeneration": GENERATION - 1}
     invalid = invalid_status(GENERATION, "spec.x: not valid; fix spec.x", {}, NOW)
+    message = "the pass failed: status.x: TypeError: y; Fix: report it"
+    failed = failed_status(generation=GENERATION, old=stale, now=NOW, message=message)
+    failed_again = failed_status(generation=GENERATION, old=healthy, now=NOW, message=message)
     return [
         Row(kind, "not yet seen by the controller", _NOT_OBSERVED, None, None,
             False, False, "InProgress", "Progressing", generation=1),
@@ -244,6 +248,10 @@ def _common(kind: str, healthy: dict[str, Any], reason: str) -> list[Row]:
             False, False, "InProgress", "Progressing"),
         Row(kind, "invalid spec", invalid, "False", "InvalidSpec",
             False, True, "Failed", "Degraded"),
+        Row(kind, "its pass failed (the new generation not claimed)", failed, "False",
+            "ReconcileFailed", False, True, "InProgress", "Progressing"),
+        Row(kind, "its pass failed (the generation already observed)", failed_again, "False",
+            "ReconcileFailed", False, True, "Failed", "Degraded"),
         Row(kind, "being deleted", healthy, "True", reason,
             False, False, "Terminating", "Progressing", deleting=True),
     ]  # fmt: skip

@@ -15,7 +15,7 @@ re-exported here under the names the controller uses.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import Enum
 
 from bindery_session.wire import (
@@ -50,7 +50,9 @@ __all__ = [
     "DeliveryView",
     "SessionPod",
     "confirmation",
+    "countable_time",
     "digest",
+    "read_time",
     "seconds_since",
 ]
 
@@ -167,13 +169,57 @@ def confirmation(
     return Confirmation.CONFIRMED if ack.confirms(document_digest) else Confirmation.PENDING
 
 
-def seconds_since(stamp: str, now: datetime) -> float:
-    """Seconds from an RFC 3339 time to ``now`` (0 when ``stamp`` is empty or unreadable)."""
+FUTURE_SKEW = 60.0
+"""Seconds a recorded time may lie ahead of ``now`` (clocks of two replicas differ a little)
+and still count as a time something happened."""
+
+
+def read_time(stamp: object) -> datetime | None:
+    """An RFC 3339 time as an aware datetime (UTC when it names no offset); None for anything
+    else: not a string, empty, not a time, outside the calendar once made UTC. A status is
+    written by others too (anyone allowed to write the status subresource): no value of it may
+    raise here."""
+    if not isinstance(stamp, str) or not stamp.strip():
+        return None
     try:
-        then = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    except ValueError:
+        then = datetime.fromisoformat(stamp.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+        if then.tzinfo is None:
+            then = then.replace(tzinfo=UTC)
+        then.astimezone(UTC)  # an offset that moves it out of the calendar raises here
+    except (ValueError, TypeError, OverflowError):
+        return None
+    return then
+
+
+def countable_time(stamp: object, now: datetime) -> bool:
+    """Whether ``stamp`` is a time a duration can be counted from at ``now``: readable, and not
+    ahead of ``now`` by more than :data:`FUTURE_SKEW` (a time in the future would hold every
+    timeout off for ever)."""
+    then = read_time(stamp)
+    if then is None:
+        return False
+    return seconds_between(now, then) <= FUTURE_SKEW
+
+
+def seconds_since(stamp: object, now: datetime) -> float:
+    """Seconds from an RFC 3339 time to ``now`` (0 when ``stamp`` is empty, unreadable or
+    ahead of ``now``): whatever ``stamp`` holds, this never raises."""
+    then = read_time(stamp)
+    if then is None:
         return 0.0
-    return max(0.0, (now - then).total_seconds())
+    return max(0.0, seconds_between(then, now))
+
+
+def seconds_between(start: datetime, end: datetime) -> float:
+    """Seconds from ``start`` to ``end`` (a naive time counts as UTC)."""
+    if start.tzinfo is None:
+        start = start.replace(tzinfo=UTC)
+    if end.tzinfo is None:
+        end = end.replace(tzinfo=UTC)
+    try:
+        return (end - start).total_seconds()
+    except OverflowError:
+        return 0.0
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,6 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from pydantic import ValidationError
-
 from controller.domain import acknowledgement as ack
 from controller.domain import names
 from controller.domain import status as status_builder
@@ -29,6 +27,7 @@ from controller.domain.models import AgentObject, meta_from_body, parse_object
 from controller.domain.registry import Registry
 from controller.domain.results import AgentResolution
 from controller.domain.session_health import session_health, suspended_health
+from controller.domain.status import failure
 from controller.domain.work import Claim, Hold, WorkPlan, WorkScope, WorkState
 from controller.domain.work_inputs import (
     WorkInputs,
@@ -88,26 +87,16 @@ def _key(body: dict[str, Any]) -> str:
     return meta_from_body(body).key
 
 
-def _first_error(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    where = ".".join(str(p) for p in err.get("loc", ()))
-    return f"spec.{where}: {err.get('msg', '')}" if where else str(err.get("msg", ""))
-
-
 def _refusal(exc: Exception) -> str:
-    """Why the controller's models refuse a body, in one line."""
-    if isinstance(exc, ValidationError):
-        return _first_error(exc)
-    detail = " ".join(str(exc).split())
-    return (
-        f"the controller's models refuse its spec ({type(exc).__name__}: {detail}); "
-        "check its quantities and values against 'kubectl explain'"
-    )
+    """Why the controller's models refuse a body, in one line: the words the controller's
+    status uses (:func:`failure.refusal`)."""
+    return failure.refusal(exc)
 
 
-PARSE_ERRORS = (ValidationError, ValueError, ArithmeticError)
-"""What parsing a body can raise for a spec the schema let through (a quantity such as
-``1Ei`` that the size parser cannot take, beside pydantic's validation errors)."""
+PARSE_ERRORS = (Exception,)
+"""What parsing a body can raise for a spec the schema let through: anything (pydantic's
+validation errors, or what a parser raises for a value such as a quantity it cannot take). As
+in the controller's intake, any of them refuses that spec, and nothing else."""
 
 
 def build_registry(observed: Observed) -> tuple[Registry, dict[str, str]]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from controller.domain.acknowledgement import seconds_since
+from controller.domain.acknowledgement import countable_time, read_time, seconds_since
 
 SUSPENDED_REASON = "Suspended"
 """The reason of the Ready and Suspended conditions, and the ``status.state``, while suspended."""
@@ -29,7 +29,10 @@ def idle_since(old: dict[str, Any], *, idle: bool, now: str) -> str:
     if not idle:
         return ""
     before = (old.get("session") or {}).get("idleSince")
-    return str(before) if before else now
+    clock = read_time(now)
+    if before and (clock is None or countable_time(before, clock)):
+        return str(before)
+    return now  # none yet, or one it cannot count from (written by others): from now on
 
 
 @dataclass(frozen=True)

@@ -51,8 +51,9 @@ class ApiError(ApiServerError):
 
     ``reason`` is the API Status's machine-readable reason (``NotFound``, ``AlreadyExists``,
     ``Conflict``, ``Forbidden``, ``Invalid``, ...; ``Unreachable`` for no answer at all) and
-    ``causes`` the ``details.causes[].reason`` of each cause it lists. Decide from these and
-    ``status``; ``message`` is for people.
+    ``causes`` the ``details.causes[].reason`` of each cause it lists, ``fields`` the
+    ``details.causes[].field`` each names (for people: which field of what was sent). Decide
+    from these and ``status``; ``message`` is for people.
     """
 
     def __init__(self, status: int, method: str, path: str, body: dict[str, Any]) -> None:
@@ -65,6 +66,9 @@ class ApiError(ApiServerError):
         causes = details.get("causes") if isinstance(details, dict) else None
         self.causes: tuple[str, ...] = tuple(
             str(c.get("reason", "")) for c in causes or () if isinstance(c, dict)
+        )
+        self.fields: tuple[str, ...] = tuple(
+            str(c["field"]) for c in causes or () if isinstance(c, dict) and c.get("field")
         )
         super().__init__(f"{method} {path}: HTTP {status} {self.reason}: {self.message}")
 

@@ -39,6 +39,7 @@ import structlog
 
 from controller.domain import acknowledgement as ack
 from controller.domain import delivery, names, status
+from controller.domain.errors import InvalidInputError
 from controller.domain.models import AgentObject
 from controller.domain.refs import Ref, Request
 from controller.domain.registry import Registry
@@ -51,7 +52,7 @@ from controller.reconcile.acks import Acknowledgements
 from controller.reconcile.delivery import BindingsDelivery
 from controller.reconcile.events import EventRecorder
 from controller.reconcile.holds import FINALIZER, WorkHolds
-from controller.reconcile.kinds import write_status
+from controller.reconcile.kinds import report_failure, reported_failure, write_status
 from controller.reconcile.passes import Pass
 from controller.reconcile.result import CHANGED, UNCHANGED, Result, earliest
 from controller.reconcile.rollouts import Rollouts
@@ -155,6 +156,20 @@ class AgentReconciler:
         return self.store.get(api.AGENTS, pass_.request.ref.key) or pass_.body
 
     async def reconcile(self, pass_: Pass) -> Result:
+        """One pass; a failure of this agent's pass (its spec, its status, a fault on the way;
+        the deletion path too) is reported on it by the one rule (:func:`report_failure`) and
+        retried with backoff, never raised past it, but for the API server's own answers."""
+        try:
+            return await self._reconcile(pass_)
+        except Exception as exc:
+            if not reported_failure(exc):
+                raise
+            if isinstance(exc, InvalidInputError):
+                self._rollout_gone(pass_.request)
+            latest = self._latest(pass_)
+            return await report_failure(self.writer, self.events, pass_, latest, exc, state=True)
+
+    async def _reconcile(self, pass_: Pass) -> Result:
         request = pass_.request
         if request in self.suspects:  # something it owns was deleted: is the agent itself gone?
             self.suspects.discard(request)
@@ -302,6 +317,8 @@ class AgentReconciler:
         written_at = str(before.get("writtenAt") or now)
         if delivered or before.get("digest") != digest:
             written_at = now
+        elif not ack.countable_time(written_at, pass_.now.wall):
+            written_at = now  # a time it cannot count from (written by others): from now on
         since = ack.seconds_since(written_at, pass_.now.wall)
         releasing = tuple(h.uri for h in holding.release)
         standing = self.acks.delivery_view(

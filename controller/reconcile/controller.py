@@ -131,13 +131,17 @@ class Controller:
         )
         rollouts = self.rollouts
         reconcilers: dict[Kind, Reconciler] = {
-            Kind.TYPE: ResourceTypeReconciler(self.registry, self.writer, errors, rollouts),
+            Kind.TYPE: ResourceTypeReconciler(
+                self.registry, self.writer, errors, rollouts, events=self.events
+            ),
             Kind.RESOURCE: ResourceReconciler(
-                self.registry, self.writer, errors, self.intake.holds, rollouts
+                self.registry, self.writer, errors, self.intake.holds, rollouts, events=self.events
             ),
             Kind.TOOL: ToolReconciler(self.registry, self.writer, errors, self.events, rollouts),
             Kind.AGENT: agents,
-            Kind.GRANT: GrantReconciler(self.registry, self.writer, errors, rollouts),
+            Kind.GRANT: GrantReconciler(
+                self.registry, self.writer, errors, rollouts, events=self.events
+            ),
         }
         self.pool = WorkerPool(self.queue, self.store, reconcilers, workers=workers)
         kinds = [(e, "") for e in k8s_api.ENDPOINTS.values()] + [(e, OWNED_SELECTOR) for e in OWNED]

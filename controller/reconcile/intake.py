@@ -20,6 +20,7 @@ from controller.domain.grants import parse_grant
 from controller.domain.models import AgentObject, parse_object
 from controller.domain.refs import Kind, Ref, Request
 from controller.domain.registry import Affected, Registry
+from controller.domain.status import failure
 from controller.domain.work import Hold
 from controller.k8s import api, builders
 from controller.reconcile import metrics
@@ -41,10 +42,9 @@ OWNED_SELECTOR = f"{builders.MANAGED_BY}={builders.MANAGER}"
 """The label selector of the objects the controller creates."""
 
 
-def parse_error(exc: ValidationError) -> str:
-    return "; ".join(
-        f"spec.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
-    )
+def parse_error(exc: Exception) -> str:
+    """Why a spec was refused, naming each field (see :func:`failure.refusal`)."""
+    return failure.refusal(exc)
 
 
 def _learned(body: Body | None) -> tuple[Any, ...]:
@@ -135,10 +135,20 @@ class Intake:
         return {request, *self._requests(self._learn(kind, ref, body))}
 
     def _learn(self, kind: Kind, ref: Ref, body: Body) -> Affected:
-        """Parse a body into the registry; a spec the models reject is recorded, not raised."""
+        """Parse a body into the registry; a spec the models reject is recorded, not raised:
+        whatever parsing raises (pydantic's errors, or anything a value the schema let through
+        makes a parser raise) refuses that spec, with the field and the reason, and nothing
+        else (the one rule: see :mod:`controller.domain.status.failure`)."""
         try:
             obj = parse_grant(body) if kind is Kind.GRANT else parse_object(kind.kind_name, body)
-        except ValidationError as exc:
+        except Exception as exc:
+            if not isinstance(exc, ValidationError):
+                log.warning(
+                    "a spec the models could not parse is refused",
+                    object=f"{kind.kind_name} {ref.key}",
+                    error=failure.one_line(f"{type(exc).__name__}: {exc}"),
+                    exc_info=exc,
+                )
             self.parse_errors[Request(kind, ref)] = parse_error(exc)
             return self._forget(kind, ref)
         self.parse_errors.pop(Request(kind, ref), None)

@@ -29,7 +29,8 @@ log = structlog.get_logger("bindery.reconciler")
 class WorkerPool:
     """``workers`` tasks dispatching queued requests through a table of per-kind reconcilers.
 
-    A failed pass is retried with per-request exponential backoff; a request is never run twice
+    A failed pass (one that raised, or that reported its failure on its object and returned
+    ``Result.failed``) is retried with per-request exponential backoff; a request is never run twice
     at once (the queue guarantees it). A pass that asks to be looked at again
     (``Result.requeue_after``) is requeued here, and only here. Every log line of a pass
     carries its kind, key and pass id (bound once per pass with structlog's contextvars).
@@ -84,7 +85,7 @@ class WorkerPool:
             metrics.QUEUE_DEPTH.set(len(self.queue))
             with self._pass(request):
                 try:
-                    await self._run(request)
+                    result = await self._run(request)
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:
@@ -98,7 +99,12 @@ class WorkerPool:
                     report("reconcile failed; retrying", retry_in=delay, error=str(exc))
                     self.queue.add_after(request, delay)
                 else:
-                    self.queue.forget(request)
+                    if result is not None and result.failed:
+                        # Reported on its object (the one rule): retried with backoff all the
+                        # same, as a pass that raised is.
+                        self.queue.add_after(request, self.queue.retry_delay(request))
+                    else:
+                        self.queue.forget(request)
                     self._answered(request)
                 finally:
                     self.queue.done(request)
@@ -157,7 +163,7 @@ class WorkerPool:
         if result.requeue_after is not None:
             self.queue.add_after(request, result.requeue_after)
         elapsed = self.clock.now() - now.monotonic
-        outcome = "changed" if result.changed else "unchanged"
+        outcome = "error" if result.failed else "changed" if result.changed else "unchanged"
         metrics.RECONCILES.labels(request.kind.value, outcome).inc()
         metrics.RECONCILE_SECONDS.labels(request.kind.value).observe(elapsed)
         md: dict[str, Any] = body.get("metadata") or {}

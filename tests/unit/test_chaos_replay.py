@@ -215,6 +215,19 @@ def test_final_state_lost_update() -> None:
     assert len(result.lost) == 2
 
 
+def test_a_failed_pass_is_not_converged_and_its_reason_is_in_the_finding() -> None:
+    """A pass that failed keeps observedGeneration where it was and says why (ReconcileFailed):
+    the run is not converged, and the finding carries the reason."""
+    failed = agent_obj("a", X, "Error")
+    failed["metadata"]["generation"] = 3
+    failed["status"]["conditions"] = [
+        {"type": "Ready", "status": "False", "reason": "ReconcileFailed", "message": "boom"}
+    ]
+    result = final_state([failed], [lease_obj(X, "a")], [])
+    assert not result.converged
+    assert result.lost == ["a: observedGeneration 2 != generation 3 (ReconcileFailed: boom)"]
+
+
 def session_pod(
     rv: int, agent: str, uid: str, phase: str = "Running", event: str = "MODIFIED"
 ) -> Version:

@@ -10,7 +10,8 @@ This package's namespace is the API the reconciler uses; its modules each build 
 :mod:`.conditions` (the kstatus conditions every kind carries), :mod:`.agent` (an agent's status),
 :mod:`.bindings` (an agent's binding rows), :mod:`.session` (an agent's session and launch
 fields), :mod:`.kinds` (Tools, ResourceTypes, Resources, invalid specs), :mod:`.events` (the Events
-a transition posts) and :mod:`.fields` (shapes they share).
+a transition posts), :mod:`.fields` (shapes they share), :mod:`.fit` (every status cut to fit,
+saying so) and :mod:`.failure` (the status of a pass that failed: the one rule).
 """
 
 from controller.domain.status.agent import (

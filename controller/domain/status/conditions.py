@@ -19,6 +19,7 @@ so an unchanged world yields a byte-identical status and the reconciler writes n
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -50,6 +51,28 @@ def _clip(message: str) -> str:
     return f"{cut}... ({len(message) - len(cut)} more characters)"
 
 
+MAX_REASON = 128
+"""Condition reasons are cut here (the API allows 1024)."""
+
+_REASON = re.compile(r"[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?")
+_NOT_IN_REASON = re.compile(r"[^A-Za-z0-9_,:]+")
+
+
+def reason_word(reason: str) -> str:
+    """``reason`` as the CRDs' condition schema takes it (CamelCase: a letter, then letters,
+    digits, ``_``, ``,`` or ``:``, ending in a letter, digit or ``_``). Reasons are Bindery's own
+    words but for a session's, which come from its pod (a kubelet's, a scheduler's or anyone's
+    who may write pod status): ``no-fit!`` becomes ``NoFit``, so a status is never refused for
+    a word someone else chose."""
+    if len(reason) <= MAX_REASON and _REASON.fullmatch(reason):
+        return reason
+    words = [w for w in _NOT_IN_REASON.split(reason) if w]
+    word = "".join(w[:1].upper() + w[1:] for w in words)[:MAX_REASON].rstrip(",:")
+    if not word[:1].isascii() or not word[:1].isalpha():
+        word = f"Reason{word}"[:MAX_REASON].rstrip(",:")
+    return word if word != "Reason" else "Unknown"
+
+
 def condition(
     type_: str, status: bool, reason: str, message: str, generation: int
 ) -> dict[str, Any]:
@@ -57,7 +80,7 @@ def condition(
     return {
         "type": type_,
         "status": "True" if status else "False",
-        "reason": reason,
+        "reason": reason_word(reason),
         "message": message,
         "observedGeneration": generation,
     }

@@ -20,12 +20,11 @@ from controller.domain import acknowledgement as ack
 from controller.domain.delivery import BINDINGS_FILE
 from controller.domain.models import McpSettings
 from controller.k8s.builders.bindings import BINDINGS_MOUNT, BINDINGS_VOLUME
-from controller.k8s.builders.settings import RESTRICTED_CONTAINER_SECURITY
 from controller.k8s.builders.sidecar import (
     ACK_VOLUME,
-    SIDECAR_UID,
     TOKEN_VOLUME,
     SessionDelivery,
+    project_container_security,
 )
 
 MCP_CONTAINER = "bindery-mcp"
@@ -87,12 +86,5 @@ def mcp_sidecar(delivery: SessionDelivery, settings: McpSettings) -> dict[str, A
             "requests": {"cpu": "10m", "memory": "64Mi"},
             "limits": {"memory": "192Mi"},
         },
-        "securityContext": {
-            **RESTRICTED_CONTAINER_SECURITY,
-            "readOnlyRootFilesystem": True,
-            "runAsNonRoot": True,
-            "runAsUser": SIDECAR_UID,
-            "runAsGroup": SIDECAR_UID,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": project_container_security(),
     }

@@ -32,7 +32,23 @@ TOKEN_SECONDS = 3600
 
 
 SIDECAR_UID = 65532
+
 """The delivery sidecar's user and group: the project image's non-root ``USER``."""
+
+
+def project_container_security() -> dict[str, Any]:
+    """The security context of each container the project's image runs in a session pod (the
+    delivery sidecar, the MCP adapter)."""
+    return {
+        **RESTRICTED_CONTAINER_SECURITY,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        # The image's own user, pinned: a pod-level runAsUser (a runtime that runs as root, say)
+        # must not be inherited by these containers, which runAsNonRoot would then refuse.
+        "runAsUser": SIDECAR_UID,
+        "runAsGroup": SIDECAR_UID,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
 
 
 @dataclass(frozen=True)
@@ -113,16 +129,7 @@ def delivery_sidecar(agent: AgentObject, delivery: SessionDelivery) -> dict[str,
             "requests": {"cpu": "10m", "memory": "32Mi"},
             "limits": {"memory": "96Mi"},
         },
-        "securityContext": {
-            **RESTRICTED_CONTAINER_SECURITY,
-            "readOnlyRootFilesystem": True,
-            "runAsNonRoot": True,
-            # The image's own user, pinned: a pod-level runAsUser (a runtime that runs as root,
-            # say) must not be inherited by the sidecar, which runAsNonRoot would then refuse.
-            "runAsUser": SIDECAR_UID,
-            "runAsGroup": SIDECAR_UID,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": project_container_security(),
     }
 
 
