@@ -54,8 +54,8 @@ def holder_and_waiter(cluster: Cluster, namespace: str, uri: str) -> dict[str, A
 
 
 def last_seen(cluster: Cluster, namespace: str, pod: dict[str, Any], uri: str) -> float:
-    """Watch ``pod`` until it is gone; the last time it was seen to exist. Meanwhile b's process
-    never applies ``uri``."""
+    """Watch ``pod`` until it is gone or terminal (its containers stopped); the last time it was
+    seen running. Meanwhile b's process never applies ``uri``."""
     seen = time.time()
     deadline = seen + 180
     while time.time() < deadline:
@@ -63,6 +63,8 @@ def last_seen(cluster: Cluster, namespace: str, pod: dict[str, Any], uri: str) -
         current = get(cluster, "pod", namespace, pod["metadata"]["name"])
         if current is None or current["metadata"]["uid"] != pod["metadata"]["uid"]:
             return seen
+        if (current.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            return seen  # its containers have stopped: the session no longer runs
         seen = now
         got = probe.applied(cluster.kubectl, namespace, pod_name("b"))
         assert all(a.fields["work"] != uri for a in got), "b got the work while a's pod ran"
