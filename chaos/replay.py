@@ -330,7 +330,7 @@ class _Replayer:
         self.result.acknowledgements += 1
 
     def _session_pod(self, v: Version) -> None:
-        """Follow the state of each pod an agent's session StatefulSet made."""
+        """Follow the state of each pod labelled as an agent's session (whoever owns it)."""
         # A deletion inferred from a relist names the pod, not its uid.
         uid = str(v.metadata.get("uid") or self.pod_uids.get(v.name, ""))
         agent = str((v.metadata.get("labels") or {}).get(AGENT_LABEL, ""))

@@ -16,9 +16,11 @@ from typing import Any
 
 from controller.domain import acknowledgement as ack
 from controller.domain import names
+from controller.domain import session_pods as sp
 from controller.domain.models import AgentObject, Runtime
 from controller.k8s import api, builders
 from controller.reconcile.passes import Pass
+from controller.reconcile.session_pods import SessionPods
 from controller.reconcile.store import Store
 from controller.reconcile.writer import Writer
 
@@ -40,6 +42,7 @@ class Acknowledgements:
         store: Store,
         writer: Writer,
         *,
+        pods: SessionPods,
         delivery: builders.SessionDelivery | None,
         service_account: str = "",
         grace: float = 120.0,
@@ -47,6 +50,8 @@ class Acknowledgements:
     ) -> None:
         self.store = store
         self.writer = writer
+        self.pods = pods
+        """The agents' session pods, found by their labels (not through the StatefulSet)."""
         self.delivery = delivery
         self.service_account = service_account
         self.grace = grace
@@ -105,33 +110,16 @@ class Acknowledgements:
         releasing: tuple[str, ...],
     ) -> ack.DeliveryView:
         """Where ``agent``'s session stands with the document ``digest`` (written at
-        ``written_at``, ``since_write`` seconds ago)."""
-        if agent.spec.runtime is None:
-            return ack.DeliveryView(
-                digest, written_at, ack.Confirmation.CONFIRMED, releasing=releasing
-            )
-        pod = self.store.get(api.PODS, names.session_pod_key(agent.meta.namespace, agent.meta.name))
-        session = None
-        if pod is not None and not builders.session_pod_of(pod, agent.meta.name):
-            pod = None  # a pod by that name that the session's StatefulSet did not make
-        if pod is not None:
-            phase = (pod.get("status") or {}).get("phase")
-            session = ack.SessionPod(
-                uid=str((pod.get("metadata") or {}).get("uid", "")),
-                running=phase not in ("Succeeded", "Failed"),
-                acknowledging=builders.has_delivery_sidecar(pod),
-            )
-        lease = self._lease(agent)
-        record = (
-            ack.Acknowledgement.from_annotations(
-                (lease.get("metadata") or {}).get("annotations") or {}
-            )
-            if lease is not None
-            else None
-        )
+        ``written_at``, ``since_write`` seconds ago): every pod labelled as its session counts,
+        whoever owns it (an orphaned pod is still the session)."""
+        # With or without a runtime now: a session launched before the runtime was removed
+        # runs until its pod ends.
+        ns, name = agent.meta.namespace, agent.meta.name
+        pods = self.pods.of(ns, name, agent.meta.uid)  # by what they are, whoever owns them
+        record = self.pods.record(ns, name)
+        confirmation, session = sp.standing(pods, record, digest)
         if record is not None and (session is None or record.pod_uid != session.uid):
             record = None
-        confirmation = ack.confirmation(session, record, digest)
         return ack.DeliveryView(
             digest,
             written_at,

@@ -41,7 +41,7 @@ from controller.domain import acknowledgement as ack
 from controller.domain import delivery, names, status
 from controller.domain.errors import InvalidInputError
 from controller.domain.models import AgentObject
-from controller.domain.refs import Request
+from controller.domain.refs import Ref, Request
 from controller.domain.registry import Registry
 from controller.domain.results import AgentResolution
 from controller.domain.work import WorkPlan
@@ -355,7 +355,8 @@ class AgentReconciler:
             await self.bindings.withdraw_work(
                 pass_, md.get("namespace", ""), md["name"], md.get("uid", "")
             )
-            if not await self.sessions.stopped_or_acknowledged(pass_, pass_.body):
+            uris = sorted({h.uri for h in own})
+            if not await self.sessions.stopped_or_acknowledged(pass_, pass_.body, uris):
                 # the pod's end (or its acknowledgement) brings the next pass; look again anyway
                 return self.sessions.recheck
         for hold in own:
@@ -369,11 +370,29 @@ class AgentReconciler:
     async def gone(self, pass_: Pass) -> None:
         """The agent has left the view: release holds still naming it (its finalizer was
         removed by hand, or it vanished while unwatched), once the API server confirms it is
-        gone. Nothing else would: a hold's finalizer waits for its holder."""
+        gone and its session has let go of them as a deleted agent's must (every pod labelled
+        as its session stopped, or acknowledged a document without the work): the garbage
+        collector stops a session some time after its agent went, and nothing told it the work
+        was withdrawn. Nothing else would release them: a hold's finalizer waits for its
+        holder. A session pod's end or acknowledgement brings the next such pass."""
         for hold in self.holds.holds.named(pass_.request.ref.key):
-            if not await self.holds.holder_exists(hold):
-                log.info("releasing the hold of an agent that is gone", holder=hold.holder)
-                await self.holds.release(pass_, hold)
+            if await self.holds.holder_exists(hold):
+                continue
+            holder = Ref.parse(hold.holder)
+            ns, name, uid = holder.namespace, holder.name, hold.holder_uid
+            await self.bindings.withdraw_work(pass_, ns, name, uid)
+            uris = sorted({h.uri for h in self.holds.holds.of(uid)} | {hold.uri})
+            if not self.sessions.acks.pods.let_go(ns, name, uid, uris):
+                log.info(
+                    "waiting for the session of an agent that is gone to stop before releasing "
+                    "its work",
+                    holder=hold.holder,
+                    uri=hold.uri,
+                )
+                await self.sessions.stop(pass_, ns, name, uid)
+                continue
+            log.info("releasing the hold of an agent that is gone", holder=hold.holder)
+            await self.holds.release(pass_, hold)
 
 
 def _generation(pass_: Pass) -> int:

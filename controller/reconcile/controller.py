@@ -31,6 +31,7 @@ from controller.reconcile.queue import WorkQueue
 from controller.reconcile.result import Result
 from controller.reconcile.resync import Sweeper
 from controller.reconcile.rollouts import Rollouts
+from controller.reconcile.session_pods import SessionPods
 from controller.reconcile.sessions import Sessions
 from controller.reconcile.store import Store, key_of
 from controller.reconcile.workers import WorkerPool
@@ -86,12 +87,14 @@ class Controller:
 
         self.intake.on_agent_gone = agent_gone
         errors = self.intake.parse_errors
+        self.session_pods = SessionPods(self.store, self.intake.session_pods)
         self.holds = WorkHolds(
             store=self.store,
             registry=self.registry,
             holds=self.intake.holds,
             wanted=self.intake.wanted,
             writer=self.writer,
+            pods=self.session_pods,
             wake=self.queue.add,
             scope=work_scope,
             hold_namespace=work_hold_namespace,
@@ -100,6 +103,7 @@ class Controller:
         self.acks = Acknowledgements(
             self.store,
             self.writer,
+            pods=self.session_pods,
             delivery=builders.SessionDelivery(delivery_image) if delivery_image else None,
             service_account=session_service_account,
             grace=unacknowledged_release,

@@ -46,9 +46,15 @@ class BindingsDelivery:
 
         That is the agent's ConfigMap even once the garbage collector has orphaned it (an agent
         deleted with ``propagationPolicy: Orphan`` loses its owner reference before its
-        finalizer runs): only a ConfigMap another owner controls is left alone.
+        finalizer runs), or its labels were removed (read from the API server then): only a
+        ConfigMap another owner controls (by uid) is left alone.
         """
         current = self.delivered(agent_namespace, agent_name)
+        if current is None:
+            # Not in view, which is not proof that it is gone: a ConfigMap whose Bindery label
+            # was removed left the watch's selection (seen as deleted) and still exists.
+            name = names.bindings_config_map_name(agent_name)
+            current = await self.writer.api.get(api.CONFIG_MAPS, agent_namespace, name)
         if current is None:
             return
         owner = builders.owner_of(current)

@@ -41,6 +41,7 @@ from controller.k8s import api, builders
 from controller.k8s.api import ApiError
 from controller.reconcile.index import HoldIndex, WantedIndex, hold_problem
 from controller.reconcile.passes import Pass
+from controller.reconcile.session_pods import SessionPods
 from controller.reconcile.store import Store, key_of
 from controller.reconcile.writer import Writer
 
@@ -69,6 +70,7 @@ class WorkHolds:
         holds: HoldIndex,
         wanted: WantedIndex,
         writer: Writer,
+        pods: SessionPods,
         wake: Callable[[Request], None],
         scope: WorkScope = WorkScope.NAMESPACE,
         hold_namespace: str = "",
@@ -81,6 +83,8 @@ class WorkHolds:
         self.holds = holds
         self.wanted = wanted
         self.writer = writer
+        self.pods = pods
+        """The agents' session pods (a gone holder's hold counts while they run)."""
         self.wake = wake
         """Queue another agent's pass (a claimant whose turn may have come)."""
 
@@ -125,7 +129,7 @@ class WorkHolds:
         asked = holds_in_question(
             world, namespace=agent.meta.namespace, agent_uid=agent.meta.uid, uri=desired
         )
-        live = [h for h in asked if await self._holder_exists(h)]
+        live = [h for h in asked if self._still_worked_on(h) or await self._holder_exists(h)]
         return work_inputs(
             agent=agent.meta.key,
             agent_uid=agent.meta.uid,
@@ -147,6 +151,14 @@ class WorkHolds:
         free = plan.uri and not self.holds.counting(self.scope, agent.meta.namespace, plan.uri)
         if plan.state is WorkState.WAITING and plan.waiting_for and free:
             self.wake(Request.agent(plan.waiting_for))
+
+    def _still_worked_on(self, hold: Hold) -> bool:
+        """Whether the session of the hold's holder (by its labels, whatever happened to the
+        holder or its StatefulSet) has not let go of the work: then the hold counts as held,
+        even if its holder is gone, and nobody reclaims it."""
+        holder = Ref.parse(hold.holder)
+        uris = {h.uri for h in self.holds.of(hold.holder_uid)} | {hold.uri}
+        return not self.pods.let_go(holder.namespace, holder.name, hold.holder_uid, uris)
 
     async def holder_exists(self, hold: Hold) -> bool:
         """Whether the agent a hold names still exists (asking the API server if not in view)."""

@@ -1,4 +1,5 @@
-"""Indexes the intake keeps beside the store: observed work holds, and who wants which work URI."""
+"""Indexes the intake keeps beside the store: observed work holds, who wants which work URI,
+and which pods are which agent's session."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from typing import Any
 
 from controller.domain.models import AgentObject
 from controller.domain.multiindex import MultiIndex
+from controller.domain.names import session_pod_name
+from controller.domain.session_pods import AGENT_LABEL, COMPONENT_LABEL, SESSION_COMPONENT
 from controller.domain.work import Hold, WorkScope, hold_name, in_scope
 
 Slot = tuple[str, str]
@@ -139,3 +142,35 @@ class WantedIndex:
             self.claimants.add((namespace, work.uri), key)
             self.by_uri.add(work.uri, key)
         return old
+
+
+class SessionPodIndex:
+    """The keys of the observed pods labelled as an agent's session, by (namespace, agent name):
+    found by what they are, not by the StatefulSet that made them."""
+
+    def __init__(self) -> None:
+        self._pods: dict[tuple[str, str], set[str]] = {}
+        self._of: dict[str, tuple[str, str]] = {}
+
+    def file(self, key: str, body: dict[str, Any] | None) -> None:
+        """The pod ``key`` is now ``body`` (None: gone)."""
+        before = self._of.pop(key, None)
+        if before is not None:
+            keys = self._pods.get(before, set())
+            keys.discard(key)
+            if not keys:
+                self._pods.pop(before, None)
+        labels = ((body or {}).get("metadata") or {}).get("labels") or {}
+        agent = labels.get(AGENT_LABEL)
+        if body is None or not agent or labels.get(COMPONENT_LABEL) != SESSION_COMPONENT:
+            return
+        where = (key.partition("/")[0], str(agent))
+        self._of[key] = where
+        self._pods.setdefault(where, set()).add(key)
+
+    def of(self, namespace: str, agent_name: str) -> list[str]:
+        """The keys of the pods labelled as ``agent_name``'s session in ``namespace``, the
+        StatefulSet's own name first."""
+        keys = self._pods.get((namespace, agent_name), set())
+        first = f"{namespace}/{session_pod_name(agent_name)}"
+        return sorted(keys, key=lambda k: (k != first, k))

@@ -24,7 +24,7 @@ from controller.domain.status import failure
 from controller.domain.work import Hold
 from controller.k8s import api, builders
 from controller.reconcile import metrics
-from controller.reconcile.index import HoldIndex, WantedIndex, hold_problem
+from controller.reconcile.index import HoldIndex, SessionPodIndex, WantedIndex, hold_problem
 from controller.reconcile.store import Body, Store
 
 log = structlog.get_logger("bindery.intake")
@@ -78,6 +78,7 @@ class Intake:
         self.registry = registry
         self.holds = HoldIndex()
         self.wanted = WantedIndex()
+        self.session_pods = SessionPodIndex()
         self.hold_namespace = ""
         """Where cluster-scope holds live: a hold there may name a holder of any namespace."""
         self.parse_errors: dict[Request, str] = {}
@@ -214,19 +215,47 @@ class Intake:
     def _owned(
         self, endpoint: api.Endpoint, body: Body, deleted: bool, by: Request | None
     ) -> set[Request]:
+        ref = Ref.of(body)
         if deleted:
             if self.store.delete(endpoint, body) is None:
                 return set()
-        elif self.store.put(endpoint, body) is body or by is not None:
-            return set()  # stale, or the response to our own write
-        ref = Ref.of(body)
+        elif self.store.put(endpoint, body) is body:
+            return set()  # stale
+        if endpoint is api.PODS:
+            self.session_pods.file(ref.key, self.store.get(api.PODS, ref.key))
+        if by is not None and not deleted:
+            return set()  # the response to our own write
         agent = ((body.get("metadata") or {}).get("labels") or {}).get(builders.AGENT_LABEL)
         if not agent:
             return set()
         request = Request(Kind.AGENT, Ref(ref.namespace, agent))
-        if deleted and by is None and endpoint is not api.PODS:
+        if endpoint is api.PODS or _acknowledgement(body):
+            # A session pod or its acknowledgement changed: the holds an agent of that name that
+            # is gone left wait for it, and so do the claimants of their URIs.
+            return {request, *self._claimants_of_gone(request.ref.key)}
+        if deleted and by is None and self._owned_by_viewed_agent(body, request):
             self.suspects.add(request)
         return {request}
+
+    def _claimants_of_gone(self, key: str) -> set[Request]:
+        """The claimants of the URIs held by an agent ``key`` that is no longer in view (or
+        by an earlier agent of that name)."""
+        viewed = self.store.get(api.AGENTS, key)
+        uid = ((viewed or {}).get("metadata") or {}).get("uid")
+        return {
+            Request.agent(k)
+            for hold in self.holds.named(key)
+            if hold.holder_uid != uid
+            for k in self.wanted.everywhere(hold.uri)
+        }
+
+    def _owned_by_viewed_agent(self, body: Body, request: Request) -> bool:
+        """Whether ``body``'s controlling owner is the agent in view under ``request`` (by uid:
+        an object of an earlier agent of the same name says nothing about this one)."""
+        owner = builders.owner_of(body)
+        viewed = self.store.get(api.AGENTS, request.ref.key)
+        uid = ((viewed or {}).get("metadata") or {}).get("uid")
+        return owner is not None and owner[0] == "AgentSpec" and bool(uid) and owner[2] == uid
 
     def _hold(self, body: Body, deleted: bool) -> set[Request]:
         """A hold changed: its holder, the URI's claimants and the Resources with that URI.

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
 
-from controller.domain import acknowledgement as ack
 from controller.domain import names, status, suspend
-from controller.domain.delivery import BINDINGS_FILE
 from controller.domain.launch import (
     LaunchAction,
     Launched,
@@ -250,33 +249,33 @@ class Sessions:
         )
         return not suspend
 
-    async def stopped_or_acknowledged(self, pass_: Pass, agent: dict[str, Any]) -> bool:
-        """A deleted agent's session has let go of its work: its pod acknowledged the document
-        without it, or it runs no more. Until then it is being stopped (fencing by
-        termination): its workload is deleted, and the pod's end brings the next pass (the
-        caller looks again after :attr:`recheck` seconds too)."""
+    async def stopped_or_acknowledged(
+        self, pass_: Pass, agent: dict[str, Any], uris: Collection[str]
+    ) -> bool:
+        """A deleted agent's session has let go of its work ``uris``: every pod labelled as its
+        session acknowledged the document without them, or runs no more, whoever owns it now.
+        Until then it is being stopped (fencing by termination, see :meth:`stop`), and the
+        pod's end brings the next pass (the caller looks again after :attr:`recheck` seconds
+        too)."""
         md = agent["metadata"]
-        ns, agent_name = md.get("namespace", ""), md["name"]
-        pod = self.store.get(api.PODS, names.session_pod_key(ns, agent_name))
-        if pod is None or not builders.session_pod_of(pod, agent_name):
+        ns, agent_name, uid = md.get("namespace", ""), md["name"], str(md.get("uid", ""))
+        if self.acks.pods.let_go(ns, agent_name, uid, uris):
             return True
-        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-            return True
-        bindings = names.bindings_config_map_name(agent_name)
-        config_map = self.store.get(api.CONFIG_MAPS, names.key(ns, bindings)) or {}
-        document = str((config_map.get("data") or {}).get(BINDINGS_FILE, ""))
-        lease = self.store.get(api.LEASES, names.key(ns, names.ack_lease_name(agent_name))) or {}
-        record = ack.Acknowledgement.from_annotations(
-            (lease.get("metadata") or {}).get("annotations") or {}
-        )
-        pod_uid = (pod.get("metadata") or {}).get("uid")
-        if record.pod_uid == pod_uid and record.confirms(ack.digest(document)):
-            return True
-        workload = self.store.get(api.STATEFUL_SETS, names.key(ns, names.session_name(agent_name)))
-        if workload is not None and not (workload.get("metadata") or {}).get("deletionTimestamp"):
-            log.info("stopping the session of a deleted agent", agent=names.key(ns, agent_name))
-            await self.writer.delete_at(pass_, api.STATEFUL_SETS, workload)
+        await self.stop(pass_, ns, agent_name, uid)
         return False
+
+    async def stop(self, pass_: Pass, namespace: str, agent_name: str, agent_uid: str) -> None:
+        """Stop the session of a deleted or gone agent: delete its StatefulSet if it is that
+        agent's (by uid) or nobody's, never a later agent's of the same name. A session pod that
+        no StatefulSet owns is not the controller's to delete: it is waited for."""
+        workload = self.acks.pods.workload_of(namespace, agent_name, agent_uid)
+        key = names.key(namespace, agent_name)
+        if workload is None:  # stopping already, or orphaned: its pods end by themselves
+            log.debug("waiting for the session pods of a deleted agent to stop", agent=key)
+            return
+        if not (workload.get("metadata") or {}).get("deletionTimestamp"):
+            log.info("stopping the session of a deleted agent", agent=key)
+            await self.writer.delete_at(pass_, api.STATEFUL_SETS, workload)
 
     async def _health(
         self, ns: str, agent_name: str, *, since: str, just_launched: bool = False

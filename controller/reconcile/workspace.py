@@ -79,7 +79,7 @@ class Workspaces:
                     pass_, api.PERSISTENT_VOLUME_CLAIMS, claim, builders.adoption(claim, agent)
                 )
                 if adopted is None:
-                    raise ForeignObjectError(CLAIM, claim, agent.meta.name)
+                    raise ForeignObjectError(CLAIM, claim, agent.meta.name, agent.meta.uid)
                 return adopted
             return await self.writer.own(pass_, api.PERSISTENT_VOLUME_CLAIMS, claim, agent, CLAIM)
         if _retained_by(claim, agent):
@@ -92,7 +92,7 @@ class Workspaces:
             pass_, api.PERSISTENT_VOLUME_CLAIMS, claim, {"metadata": {"ownerReferences": kept}}
         )
         if released is None:
-            raise ForeignObjectError(CLAIM, claim, agent.meta.name)
+            raise ForeignObjectError(CLAIM, claim, agent.meta.name, agent.meta.uid)
         log.info("workspace claim retained", agent=agent.meta.key, claim=claim["metadata"]["name"])
         return released
 

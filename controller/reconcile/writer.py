@@ -27,14 +27,17 @@ with the request whose pass wrote them."""
 
 class ForeignObjectError(ApiServerError):
     """An object Bindery would own for an agent exists, but is not Bindery's for that agent:
-    it is never written. ``transient`` when it belongs to an earlier agent of the same name
-    (the garbage collector removes it soon)."""
+    it is never written. ``transient`` when it belongs to an earlier agent of the same name,
+    by uid (the garbage collector removes it soon)."""
 
-    def __init__(self, what: str, body: Body, agent_name: str) -> None:
+    def __init__(self, what: str, body: Body, agent_name: str, agent_uid: str = "") -> None:
         md = body.get("metadata") or {}
         owner = next((r for r in md.get("ownerReferences") or [] if r.get("controller")), None)
         self.transient = bool(
-            owner and owner.get("kind") == "AgentSpec" and owner.get("name") == agent_name
+            owner
+            and owner.get("kind") == "AgentSpec"
+            and owner.get("name") == agent_name
+            and owner.get("uid") != agent_uid  # another incarnation's, not this agent's own
         )
         whose = (
             "an earlier AgentSpec of the same name (it goes when the garbage collector removes it)"
@@ -166,10 +169,10 @@ class Writer:
         if builders.owned_by(current, agent):
             return current
         if not builders.adoptable(current, agent):
-            raise ForeignObjectError(what, current, agent.meta.name)
+            raise ForeignObjectError(what, current, agent.meta.name, agent.meta.uid)
         adopted = await self.patch_at(pass_, endpoint, current, builders.adoption(current, agent))
         if adopted is None:
-            raise ForeignObjectError(what, current, agent.meta.name)
+            raise ForeignObjectError(what, current, agent.meta.name, agent.meta.uid)
         return adopted
 
     async def confirm(self, pass_: Pass, endpoint: Endpoint, current: Body) -> bool:

@@ -9,6 +9,8 @@ import pytest
 
 from controller.domain.refs import Request
 from controller.k8s import api
+from controller.reconcile import Controller
+from harness.fakes import ScriptedApi
 from tests.unit.agent_pass_world import (
     LEASE,
     NS,
@@ -131,4 +133,112 @@ async def test_a_hold_left_by_an_agent_that_vanished_is_released() -> None:
     assert Request.agent(f"{NS}/a") in c.queue.drain()
     fake.writes.clear()
     await c.process(Request.agent(f"{NS}/a"))
-    assert fake.writes == [("patch", "leases", LEASE), ("delete", "leases", LEASE)]
+    assert fake.writes == [
+        ("patch", "configmaps", "a-bindings"),  # withdrawn first (the GC has not removed it)
+        ("patch", "leases", LEASE),
+        ("delete", "leases", LEASE),
+    ]
+
+
+def _vanish(c: Controller, fake: ScriptedApi, name: str) -> None:
+    """The agent is removed without its finalizer's work (its finalizer stripped by hand)."""
+    gone = fake.objects.pop(("agentspecs", NS, name))
+    c.observe(api.AGENTS, copy.deepcopy(gone), deleted=True)
+
+
+async def test_a_vanished_holders_hold_waits_for_its_session_pod_to_stop() -> None:
+    """The holder is gone but its session pod still runs (the garbage collector stops it some
+    time later): the hold stays, nobody reclaims it, and the session is being stopped; the
+    pod's end releases it and the claimant takes it."""
+    c, fake = world(with_runtime(agent("a", X)), agent("b", X))
+    await run(c, "a", "b")
+    pod = session_pod(fake, "a")
+    c.observe(api.PODS, copy.deepcopy(pod))
+    c.queue.drain()
+    _vanish(c, fake, "a")
+    assert Request.agent(f"{NS}/a") in c.queue.drain()
+    fake.writes.clear()
+    await c.process(Request.agent(f"{NS}/a"))
+    assert fake.writes == [
+        ("patch", "configmaps", "a-bindings"),  # the URI withdrawn from its document
+        ("delete", "statefulsets", "a-session"),  # its session stopped (fencing by termination)
+    ]
+    assert ("leases", NS, LEASE) in fake.objects  # still held: the pod runs
+    await run(c, "b")  # the claimant does not reclaim the hold of a gone holder yet
+    assert fake.objects[("leases", NS, LEASE)]["spec"]["holderIdentity"] == f"{NS}/a"
+    assert c.store.get(api.AGENTS, f"{NS}/b")["status"]["state"] == "Waiting"  # type: ignore[index]
+
+    c.observe(api.PODS, pod, deleted=True)  # the pod is gone: a and the claimant are looked at
+    assert c.queue.drain() >= {Request.agent(f"{NS}/a"), Request.agent(f"{NS}/b")}
+    await c.process(Request.agent(f"{NS}/a"))
+    assert ("leases", NS, LEASE) not in fake.objects
+    await run(c, "b")
+    assert fake.objects[("leases", NS, LEASE)]["spec"]["holderIdentity"] == f"{NS}/b"
+
+
+async def test_a_claimant_never_reclaims_a_gone_holders_hold_while_its_pod_runs() -> None:
+    """The claimant's own pass sees the holder gone (the API server confirms it) but the
+    holder's session pod running: it waits, and takes the hold once the pod has stopped."""
+    c, fake = world(with_runtime(agent("a", X)), agent("b", X))
+    await run(c, "a", "b")
+    pod = session_pod(fake, "a")
+    c.observe(api.PODS, copy.deepcopy(pod))
+    _vanish(c, fake, "a")  # gone; only the claimant has a pass
+    c.queue.drain()
+    await run(c, "b")
+    assert fake.objects[("leases", NS, LEASE)]["spec"]["holderIdentity"] == f"{NS}/a"
+    stopped = copy.deepcopy(pod)
+    stopped["status"]["phase"] = "Succeeded"
+    stopped["metadata"]["resourceVersion"] = str(next(fake._rv))
+    c.observe(api.PODS, stopped)
+    assert Request.agent(f"{NS}/b") in c.queue.drain()
+    await run(c, "b")
+    assert fake.objects[("leases", NS, LEASE)]["spec"]["holderIdentity"] == f"{NS}/b"
+
+
+async def test_an_orphaned_session_pod_still_holds_a_releasing_agents_work() -> None:
+    """The session StatefulSet deleted with orphan propagation: the pod loses its owner but is
+    still the session, so the release goes on waiting for it."""
+    c, fake = world(with_runtime(agent("a", X)))
+    await run(c, "a")
+    pod = session_pod(fake, "a")
+    c.observe(api.PODS, copy.deepcopy(pod))
+    edit(c, fake, with_runtime(agent("a", review=X)))
+    c.queue.drain()
+    await run(c, "a")
+    assert ("leases", NS, LEASE) in fake.objects  # Releasing: the session cannot acknowledge
+    sts = fake.objects.pop(("statefulsets", NS, "a-session"))
+    c.observe(api.STATEFUL_SETS, copy.deepcopy(sts), deleted=True)
+    pod["metadata"].pop("ownerReferences")  # orphaned by the garbage collector
+    pod["metadata"]["resourceVersion"] = str(next(fake._rv))
+    c.observe(api.PODS, copy.deepcopy(pod))
+    c.queue.drain()
+    await run(c, "a")
+    assert ("leases", NS, LEASE) in fake.objects
+    assert ("create", "statefulsets", "a-session") in fake.writes  # the session is recreated
+    a = c.store.get(api.AGENTS, f"{NS}/a")
+    assert a is not None
+    assert a["status"]["delivery"]["podUID"] == pod["metadata"]["uid"]
+
+
+async def test_a_later_agents_pods_do_not_hold_up_an_earlier_agents_hold() -> None:
+    """An agent of the same name made again: its session pods carry its own uid, so the hold
+    its predecessor left is released once the predecessor's session pod is gone."""
+    c, fake = world(with_runtime(agent("a", X)))
+    await run(c, "a")
+    pod = session_pod(fake, "a")
+    c.observe(api.PODS, copy.deepcopy(pod))
+    c.queue.drain()
+    _vanish(c, fake, "a")
+    c.queue.drain()
+    await c.process(Request.agent(f"{NS}/a"))
+    assert ("leases", NS, LEASE) in fake.objects
+    c.observe(api.PODS, pod, deleted=True)
+    successor = copy.deepcopy(pod)
+    successor["metadata"]["uid"] = "a-pod-uid-2"
+    successor["metadata"]["labels"]["bindery.dev/agent-uid"] = "a-uid-2"
+    successor["metadata"]["resourceVersion"] = str(next(fake._rv))
+    c.observe(api.PODS, successor)
+    c.queue.drain()
+    await c.process(Request.agent(f"{NS}/a"))
+    assert ("leases", NS, LEASE) not in fake.objects

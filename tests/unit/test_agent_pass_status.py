@@ -59,3 +59,57 @@ async def test_the_state_gauges_carry_the_namespace() -> None:
     assert idle_here() == before + 1
     c.observe(api.AGENTS, fake.objects[("agentspecs", NS, "a")], deleted=True)
     assert idle_here() == before
+
+
+def _owned_by(uid: str, name: str = "a") -> dict[str, object]:
+    return {"kind": "AgentSpec", "name": name, "uid": uid, "controller": True}
+
+
+async def test_the_agents_own_object_without_its_labels_is_labelled_again() -> None:
+    """Ownership is by uid: a ConfigMap the agent itself controls, whose labels were removed,
+    is the agent's (not a transient object of an earlier agent), so it is labelled again and
+    written."""
+    c, fake = world(agent("a"))
+    fake.seed(
+        api.CONFIG_MAPS,
+        {
+            "metadata": {
+                "name": "a-bindings",
+                "namespace": NS,
+                "ownerReferences": [_owned_by("a-uid")],
+            },
+            "data": {"bindings.json": "stale"},
+        },
+    )
+    await run(c, "a")
+    cm = fake.objects[("configmaps", NS, "a-bindings")]
+    assert cm["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "bindery"
+    assert cm["metadata"]["labels"]["bindery.dev/agent"] == "a"
+    assert cm["data"]["bindings.json"] != "stale"
+    assert c.store.get(api.AGENTS, f"{NS}/a")["status"]["state"] == "Idle"  # type: ignore[index]
+
+
+def test_only_another_uid_of_the_same_name_is_a_transient_owner() -> None:
+    body = {"metadata": {"name": "a-bindings", "namespace": NS}}
+    earlier = ForeignObjectError(
+        "ConfigMap",
+        {**body, "metadata": {**body["metadata"], "ownerReferences": [_owned_by("old")]}},
+        "a",
+        "a-uid",
+    )
+    assert earlier.transient
+    assert "earlier AgentSpec" in str(earlier)
+    own = ForeignObjectError(
+        "ConfigMap",
+        {**body, "metadata": {**body["metadata"], "ownerReferences": [_owned_by("a-uid")]}},
+        "a",
+        "a-uid",
+    )
+    assert not own.transient
+    other = ForeignObjectError(
+        "ConfigMap",
+        {**body, "metadata": {**body["metadata"], "ownerReferences": [_owned_by("x", "b")]}},
+        "a",
+        "a-uid",
+    )
+    assert not other.transient

@@ -235,7 +235,11 @@ def session_pod(
         "metadata": {
             "name": f"{agent}-session-0",
             "uid": uid,
-            "labels": {"bindery.dev/agent": agent},
+            "labels": {
+                "app.kubernetes.io/managed-by": "bindery",
+                "app.kubernetes.io/component": "session",
+                "bindery.dev/agent": agent,
+            },
             "ownerReferences": [
                 {
                     "kind": "StatefulSet",

@@ -8,11 +8,28 @@ import json
 from typing import Any
 
 from controller.domain.models import API_VERSION, AgentObject
+from controller.domain.session_pods import (
+    AGENT_LABEL,
+    AGENT_UID_LABEL,
+    COMPONENT_LABEL,
+    MANAGED_BY,
+    MANAGER,
+)
 
-MANAGED_BY = "app.kubernetes.io/managed-by"
-MANAGER = "bindery"
-AGENT_LABEL = "bindery.dev/agent"
-COMPONENT_LABEL = "app.kubernetes.io/component"
+__all__ = [
+    "AGENT_LABEL",
+    "AGENT_UID_LABEL",
+    "COMPONENT_LABEL",
+    "MANAGED_BY",
+    "MANAGER",
+    "adoptable",
+    "adoption",
+    "agent_labels",
+    "canonical",
+    "owned_by",
+    "owner_of",
+    "owner_reference",
+]
 
 
 def owner_reference(agent: AgentObject) -> dict[str, Any]:
@@ -50,13 +67,20 @@ def owned_by(body: dict[str, Any], agent: AgentObject) -> bool:
 
 
 def adoptable(body: dict[str, Any], agent: AgentObject) -> bool:
-    """Left by an earlier AgentSpec of ``agent``'s name: Bindery's label for an agent of this
-    name, and no controlling owner (deleted with ``propagationPolicy: Orphan``) or an AgentSpec
-    of this name that is gone (names are unique, so another uid is an earlier agent, whose
-    objects the garbage collector has not removed yet). Like the ReplicaSet controller with
-    orphaned pods, Bindery adopts it."""
+    """Bindery's for ``agent`` but not (only) as :func:`owned_by` says, so Bindery adopts it:
+
+    - its controlling owner is ``agent`` itself (by uid) though Bindery's labels are missing
+      (edited away): the agent's own object, labelled again;
+    - left by an earlier AgentSpec of ``agent``'s name: Bindery's label for an agent of this
+      name, and no controlling owner (deleted with ``propagationPolicy: Orphan``) or an
+      AgentSpec of this name with another uid, which is gone (names are unique, and ``agent``
+      exists), whose objects the garbage collector has not removed yet. Like the ReplicaSet
+      controller with orphaned pods, Bindery adopts it.
+    """
     labels = (body.get("metadata") or {}).get("labels") or {}
     owner = owner_of(body)
+    if owner is not None and owner[0] == "AgentSpec" and owner[2] == agent.meta.uid:
+        return bool(agent.meta.uid) and owner[1] == agent.meta.name
     return (
         labels.get(MANAGED_BY) == MANAGER
         and labels.get(AGENT_LABEL) == agent.meta.name
@@ -65,13 +89,19 @@ def adoptable(body: dict[str, Any], agent: AgentObject) -> bool:
 
 
 def adoption(body: dict[str, Any], agent: AgentObject) -> dict[str, Any]:
-    """The merge patch that makes ``agent`` the controlling owner (in place of a gone one)."""
+    """The merge patch that makes ``agent`` the controlling owner (in place of a gone one) and
+    puts Bindery's labels for it back."""
     refs = [
         r
         for r in (body.get("metadata") or {}).get("ownerReferences") or []
         if not r.get("controller")
     ]
-    return {"metadata": {"ownerReferences": [*refs, owner_reference(agent)]}}
+    return {
+        "metadata": {
+            "labels": {MANAGED_BY: MANAGER, AGENT_LABEL: agent.meta.name},
+            "ownerReferences": [*refs, owner_reference(agent)],
+        }
+    }
 
 
 def canonical(manifest: dict[str, Any]) -> str:

@@ -20,12 +20,13 @@ from controller.domain.names import (
     session_name,
     session_service_account_name,
 )
+from controller.domain.session_pods import SESSION_COMPONENT, is_session_pod
 from controller.k8s.builders.bindings import BINDINGS_ENV, BINDINGS_MOUNT, BINDINGS_VOLUME
 from controller.k8s.builders.common import (
     AGENT_LABEL,
+    AGENT_UID_LABEL,
     COMPONENT_LABEL,
     agent_labels,
-    owner_of,
     owner_reference,
 )
 from controller.k8s.builders.mcp import MCP_URL_ENV, mcp_sidecar, mcp_url
@@ -63,8 +64,8 @@ def session_workload(
     ``runtime.mcp``, the MCP adapter sidecar beside it, whose URL the runtime gets in
     ``BINDERY_MCP_URL``; see :mod:`controller.k8s.builders.mcp`).
     """
-    labels = agent_labels(agent, "session")
-    selector = {AGENT_LABEL: agent.meta.name, COMPONENT_LABEL: "session"}
+    labels = agent_labels(agent, SESSION_COMPONENT)
+    selector = {AGENT_LABEL: agent.meta.name, COMPONENT_LABEL: SESSION_COMPONENT}
     env = [{"name": BINDINGS_ENV, "value": f"{BINDINGS_MOUNT}/{BINDINGS_FILE}"}]
     if runtime.model:
         env.append({"name": "BINDERY_MODEL", "value": runtime.model})
@@ -134,18 +135,24 @@ def session_workload(
             "revisionHistoryLimit": 2,
             "selector": {"matchLabels": selector},
             "template": {
-                "metadata": {"labels": labels, "annotations": annotations},
+                # The pods say whose session they are (the agent's uid too): the controller finds
+                # them by these labels, whatever happened to this StatefulSet or to the agent.
+                "metadata": {
+                    "labels": {**labels, AGENT_UID_LABEL: agent.meta.uid},
+                    "annotations": annotations,
+                },
                 "spec": pod_spec,
             },
         },
     }
 
 
-def session_pod_of(pod: dict[str, Any], agent_name: str) -> bool:
-    """Whether ``pod`` is the one its agent's session StatefulSet made (not a pod by that name
-    that someone else created)."""
-    owner = owner_of(pod)
-    return owner is not None and owner[:2] == ("StatefulSet", session_name(agent_name))
+def session_pod_of(pod: dict[str, Any], agent_name: str, agent_uid: str = "") -> bool:
+    """Whether ``pod`` is a session pod of the agent ``agent_name`` (of uid ``agent_uid``, when
+    given), by its labels, not by its owner: an orphaned session pod is still the session (see
+    :mod:`controller.domain.session_pods`)."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    return is_session_pod(labels, agent_name, agent_uid)
 
 
 def launched_from(workload: dict[str, Any]) -> Launched | None:
