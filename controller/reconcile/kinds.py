@@ -19,6 +19,7 @@ from controller.reconcile.index import HoldIndex
 from controller.reconcile.passes import Pass
 from controller.reconcile.result import Result
 from controller.reconcile.rollouts import Rollouts
+from controller.reconcile.store import status_of
 from controller.reconcile.writer import Writer
 
 Body = dict[str, Any]
@@ -35,7 +36,7 @@ class Reconciler(Protocol):
 
 async def write_status(writer: Writer, pass_: Pass, body: Body, new: Body) -> bool:
     """Replace ``body``'s status with ``new`` unless it is already exactly that."""
-    if body.get("status") == new:
+    if status_of(body) == new:
         return False
     endpoint = api.ENDPOINTS[pass_.request.kind]
     written = await writer.replace_status(pass_, endpoint, body, new)

@@ -9,12 +9,23 @@ seen deleted comes back. Storing never enqueues anything; the intake decides wha
 
 from __future__ import annotations
 
+import json
+import sys
 from collections import OrderedDict
 from typing import Any
 
-from controller.k8s.api import Endpoint
+from controller.k8s.api import ENDPOINTS, Endpoint
 
 Body = dict[str, Any]
+
+STATUS_TEXT = "status.json"
+"""Where a stored body of a Bindery kind keeps its status: as compact JSON text, not a tree."""
+TEXT_STATUS: frozenset[Endpoint] = frozenset(ENDPOINTS.values())
+"""The kinds whose stored status is text: the controller writes it whole and reads it whole (a
+pass's old status, the comparison before a write), and an agent's status as a tree of dicts is
+several times its JSON."""
+SHARED_LENGTH = 128
+"""Strings up to this length are shared with equal ones across the view (``sys.intern``)."""
 
 
 def resource_version(body: Body | None) -> str:
@@ -42,12 +53,52 @@ def newer(incoming: Body, stored: Body | None) -> bool:
         return resource_version(incoming) != resource_version(stored)
 
 
-def trim(body: Body) -> Body:
-    """The body without ``managedFields``, which the controller never reads (memory)."""
-    md = body.get("metadata")
-    if not md or "managedFields" not in md:
-        return body
-    return {**body, "metadata": {k: v for k, v in md.items() if k != "managedFields"}}
+def _shared(value: Any) -> Any:
+    """``value`` with its keys and short strings replaced by the interpreter's shared copies.
+
+    A decoded body holds its own copy of every key and value: thousands of agents repeat the
+    same keys, types, URIs, states and messages. Sharing them keeps one of each (an interned
+    string is freed with its last user). Values are equal to what they replace, of the same
+    types: only memory changes.
+    """
+    if isinstance(value, dict):
+        return {sys.intern(k) if type(k) is str else k: _shared(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shared(v) for v in value]
+    if type(value) is str and len(value) <= SHARED_LENGTH:
+        return sys.intern(value)
+    return value
+
+
+def status_text(status: Any) -> str:
+    """A status as the store keeps it (compact JSON; key order kept)."""
+    return json.dumps(status, separators=(",", ":"), ensure_ascii=False)
+
+
+def compact(body: Body, *, text_status: bool = False) -> Body:
+    """The stored form of ``body``: without ``managedFields`` (never read), its keys and short
+    strings shared across the view, and with ``text_status`` its status kept as JSON text under
+    :data:`STATUS_TEXT` (read it with :func:`status_of`). Only memory differs: every other field
+    is equal to the body's, and :func:`status_of` returns a status equal to its own."""
+    out: Body = {}
+    for key, value in body.items():
+        if key == "status" and text_status:
+            out[STATUS_TEXT] = status_text(value)
+        elif key == "metadata" and isinstance(value, dict):
+            out["metadata"] = _shared({k: v for k, v in value.items() if k != "managedFields"})
+        else:
+            out[sys.intern(key)] = _shared(value)
+    return out
+
+
+def status_of(body: Body | None) -> Body:
+    """A body's status (``{}`` if it has none), whether stored (:func:`compact`) or received."""
+    if not body:
+        return {}
+    text = body.get(STATUS_TEXT)
+    if text is not None:
+        return json.loads(text) or {}  # type: ignore[no-any-return]
+    return body.get("status") or {}
 
 
 class Tombstones:
@@ -70,8 +121,12 @@ class Tombstones:
 class Store:
     """Latest observed bodies by endpoint and key, from watch events and write responses alike."""
 
-    def __init__(self, tombstone_capacity: int = 100_000) -> None:
+    def __init__(
+        self, tombstone_capacity: int = 100_000, text_status: frozenset[Endpoint] = TEXT_STATUS
+    ) -> None:
         self._objects: dict[Endpoint, dict[str, Body]] = {}
+        self.text_status = text_status
+        """The kinds whose status is stored as text (see :func:`compact`)."""
         self.tombstones = Tombstones(tombstone_capacity)
         """uids of incarnations seen deleted, so late events cannot bring them back."""
 
@@ -80,7 +135,12 @@ class Store:
         return self._objects.setdefault(endpoint, {})
 
     def get(self, endpoint: Endpoint, key: str) -> Body | None:
+        """The stored body (its compact form: the status through :func:`status_of`)."""
         return self.of(endpoint).get(key)
+
+    def status(self, endpoint: Endpoint, key: str) -> Body:
+        """The stored object's status (``{}`` if it has none or is not stored)."""
+        return status_of(self.get(endpoint, key))
 
     def put(self, endpoint: Endpoint, body: Body) -> Body | None:
         """Store ``body`` if it is newer than the stored version; return what it replaced.
@@ -96,7 +156,7 @@ class Store:
         stored = cache.get(key)
         if not newer(body, stored):
             return body
-        cache[key] = trim(body)
+        cache[key] = compact(body, text_status=endpoint in self.text_status)
         return stored
 
     def delete(self, endpoint: Endpoint, body: Body) -> Body | None:
