@@ -8,7 +8,7 @@ from controller.domain import delivery, names
 from controller.domain.models import AgentObject
 from controller.k8s import api, builders
 from controller.reconcile.passes import Pass
-from controller.reconcile.store import Store
+from controller.reconcile.store import Store, data_of
 from controller.reconcile.writer import Writer
 
 
@@ -65,4 +65,4 @@ class BindingsDelivery:
 
 
 def _document(config_map: dict[str, Any]) -> str:
-    return str((config_map.get("data") or {}).get(delivery.BINDINGS_FILE, ""))
+    return str(data_of(config_map).get(delivery.BINDINGS_FILE, ""))

@@ -25,7 +25,7 @@ from controller.k8s.api import ApiError
 from controller.reconcile.acks import Acknowledgements
 from controller.reconcile.passes import Pass
 from controller.reconcile.result import earliest
-from controller.reconcile.store import Store, key_of, resource_version
+from controller.reconcile.store import Store, data_of, key_of, resource_version
 from controller.reconcile.workspace import Workspaces
 from controller.reconcile.writer import StaleWriteError, Writer
 
@@ -264,7 +264,7 @@ class Sessions:
             return True
         bindings = names.bindings_config_map_name(agent_name)
         config_map = self.store.get(api.CONFIG_MAPS, names.key(ns, bindings)) or {}
-        document = str((config_map.get("data") or {}).get(BINDINGS_FILE, ""))
+        document = str(data_of(config_map).get(BINDINGS_FILE, ""))
         lease = self.store.get(api.LEASES, names.key(ns, names.ack_lease_name(agent_name))) or {}
         record = ack.Acknowledgement.from_annotations(
             (lease.get("metadata") or {}).get("annotations") or {}

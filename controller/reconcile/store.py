@@ -11,19 +11,25 @@ from __future__ import annotations
 
 import json
 import sys
+import zlib
 from collections import OrderedDict
+from collections.abc import Mapping
 from typing import Any
 
-from controller.k8s.api import ENDPOINTS, Endpoint
+from controller.k8s.api import CONFIG_MAPS, ENDPOINTS, Endpoint
 
 Body = dict[str, Any]
 
-STATUS_TEXT = "status.json"
-"""Where a stored body of a Bindery kind keeps its status: as compact JSON text, not a tree."""
-TEXT_STATUS: frozenset[Endpoint] = frozenset(ENDPOINTS.values())
-"""The kinds whose stored status is text: the controller writes it whole and reads it whole (a
-pass's old status, the comparison before a write), and an agent's status as a tree of dicts is
-several times its JSON."""
+FROZEN: Mapping[Endpoint, str] = {
+    **dict.fromkeys(ENDPOINTS.values(), "status"),
+    CONFIG_MAPS: "data",
+}
+"""The field each kind keeps frozen in the store (compressed JSON, see :func:`compact`): the
+status of Bindery's kinds and the document of a bindings ConfigMap. The controller writes each
+whole and reads it whole (a pass's old status, the comparison before a write), and as a tree of
+dicts and strings an agent's status or document takes several times its JSON."""
+FROZEN_SUFFIX = ".z"
+"""A frozen field is stored under its name with this suffix (``status.z``, ``data.z``)."""
 SHARED_LENGTH = 128
 """Strings up to this length are shared with equal ones across the view (``sys.intern``)."""
 
@@ -70,20 +76,27 @@ def _shared(value: Any) -> Any:
     return value
 
 
-def status_text(status: Any) -> str:
-    """A status as the store keeps it (compact JSON; key order kept)."""
-    return json.dumps(status, separators=(",", ":"), ensure_ascii=False)
+def freeze(value: Any) -> bytes:
+    """``value`` as the store keeps a frozen field: compact JSON (key order kept), compressed."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return zlib.compress(text.encode(), 1)
 
 
-def compact(body: Body, *, text_status: bool = False) -> Body:
+def thaw(frozen: bytes) -> Any:
+    """The value :func:`freeze` froze (equal to it, of the same JSON types)."""
+    return json.loads(zlib.decompress(frozen))
+
+
+def compact(body: Body, *, frozen: str = "") -> Body:
     """The stored form of ``body``: without ``managedFields`` (never read), its keys and short
-    strings shared across the view, and with ``text_status`` its status kept as JSON text under
-    :data:`STATUS_TEXT` (read it with :func:`status_of`). Only memory differs: every other field
-    is equal to the body's, and :func:`status_of` returns a status equal to its own."""
+    strings shared across the view, and its field ``frozen`` (if any) kept by :func:`freeze`
+    under that name plus :data:`FROZEN_SUFFIX` (read it with :func:`field_of`). Only memory
+    differs: every other field is equal to the body's, and :func:`field_of` returns a value
+    equal to the body's own."""
     out: Body = {}
     for key, value in body.items():
-        if key == "status" and text_status:
-            out[STATUS_TEXT] = status_text(value)
+        if key == frozen:
+            out[key + FROZEN_SUFFIX] = freeze(value)
         elif key == "metadata" and isinstance(value, dict):
             out["metadata"] = _shared({k: v for k, v in value.items() if k != "managedFields"})
         else:
@@ -91,14 +104,24 @@ def compact(body: Body, *, text_status: bool = False) -> Body:
     return out
 
 
-def status_of(body: Body | None) -> Body:
-    """A body's status (``{}`` if it has none), whether stored (:func:`compact`) or received."""
+def field_of(body: Body | None, name: str) -> Body:
+    """A body's mapping ``name`` (``{}`` if it has none), whether stored frozen or received."""
     if not body:
         return {}
-    text = body.get(STATUS_TEXT)
-    if text is not None:
-        return json.loads(text) or {}  # type: ignore[no-any-return]
-    return body.get("status") or {}
+    frozen = body.get(name + FROZEN_SUFFIX)
+    if frozen is not None:
+        return thaw(frozen) or {}  # type: ignore[no-any-return]
+    return body.get(name) or {}
+
+
+def status_of(body: Body | None) -> Body:
+    """A body's status (``{}`` if it has none), whether stored (:func:`compact`) or received."""
+    return field_of(body, "status")
+
+
+def data_of(body: Body | None) -> Body:
+    """A ConfigMap's data (``{}`` if it has none), whether stored or received."""
+    return field_of(body, "data")
 
 
 class Tombstones:
@@ -122,11 +145,11 @@ class Store:
     """Latest observed bodies by endpoint and key, from watch events and write responses alike."""
 
     def __init__(
-        self, tombstone_capacity: int = 100_000, text_status: frozenset[Endpoint] = TEXT_STATUS
+        self, tombstone_capacity: int = 100_000, frozen: Mapping[Endpoint, str] = FROZEN
     ) -> None:
         self._objects: dict[Endpoint, dict[str, Body]] = {}
-        self.text_status = text_status
-        """The kinds whose status is stored as text (see :func:`compact`)."""
+        self.frozen = frozen
+        """The field each kind keeps frozen (see :func:`compact`)."""
         self.tombstones = Tombstones(tombstone_capacity)
         """uids of incarnations seen deleted, so late events cannot bring them back."""
 
@@ -156,7 +179,7 @@ class Store:
         stored = cache.get(key)
         if not newer(body, stored):
             return body
-        cache[key] = compact(body, text_status=endpoint in self.text_status)
+        cache[key] = compact(body, frozen=self.frozen.get(endpoint, ""))
         return stored
 
     def delete(self, endpoint: Endpoint, body: Body) -> Body | None:

@@ -5,8 +5,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from controller.k8s.api import AGENTS, LEASES, PODS
-from controller.reconcile.store import SHARED_LENGTH, STATUS_TEXT, Store, compact, status_of
+from controller.k8s.api import AGENTS, CONFIG_MAPS, LEASES, PODS
+from controller.reconcile.store import (
+    SHARED_LENGTH,
+    Store,
+    compact,
+    data_of,
+    freeze,
+    status_of,
+    thaw,
+)
 
 
 def lease(rv: int, uid: str = "u1") -> dict[str, Any]:
@@ -78,21 +86,22 @@ def agent_body(rv: int, status: dict[str, Any] | None = None) -> dict[str, Any]:
     return json.loads(json.dumps(body))  # type: ignore[no-any-return]
 
 
-def test_a_stored_agent_keeps_its_status_as_text_equal_to_the_one_received() -> None:
+def test_a_stored_agent_keeps_its_status_frozen_equal_to_the_one_received() -> None:
     s = Store()
     body = agent_body(3)
     s.put(AGENTS, body)
     stored = s.get(AGENTS, "ns/a")
     assert stored is not None
     assert "status" not in stored
-    assert isinstance(stored[STATUS_TEXT], str)
+    assert isinstance(stored["status.z"], bytes)
+    assert len(stored["status.z"]) < len(json.dumps(body["status"])) / 2
     assert s.status(AGENTS, "ns/a") == body["status"]
     assert status_of(stored) == body["status"]
     # everything else is as received, managedFields apart
     md = {k: v for k, v in body["metadata"].items() if k != "managedFields"}
     assert stored["metadata"] == md
     assert stored["spec"] == body["spec"]
-    assert {k: v for k, v in stored.items() if k != STATUS_TEXT} == {
+    assert {k: v for k, v in stored.items() if k != "status.z"} == {
         **{k: v for k, v in body.items() if k != "status"},
         "metadata": md,
     }
@@ -103,7 +112,7 @@ def test_status_of_reads_a_received_body_and_nothing() -> None:
     assert status_of(body) == body["status"]
     assert status_of(None) == {}
     assert status_of({"metadata": {}}) == {}
-    assert status_of(compact({"metadata": {}, "status": {}}, text_status=True)) == {}
+    assert status_of(compact({"metadata": {}, "status": {}}, frozen="status")) == {}
     assert Store().status(AGENTS, "ns/missing") == {}
 
 
@@ -143,11 +152,29 @@ def test_a_long_string_is_kept_as_received() -> None:
     assert out["data"]["f"] == long
 
 
-def test_a_compacted_status_keeps_its_key_order_and_types() -> None:
+def test_a_frozen_status_keeps_its_key_order_and_types() -> None:
     status = {"z": 1, "a": [True, None, 1.5, {"k": "v"}], "m": "ü"}
-    out = compact({"metadata": {"name": "x"}, "status": status}, text_status=True)
+    assert thaw(freeze(status)) == status
+    out = compact({"metadata": {"name": "x"}, "status": status}, frozen="status")
     back = status_of(out)
     assert back == status
     assert list(back) == ["z", "a", "m"]
     assert back["a"][0] is True
     assert isinstance(back["a"][2], float)
+
+
+def test_a_stored_config_map_keeps_its_data_frozen() -> None:
+    s = Store()
+    document = json.dumps({"bindings": [{"uri": f"git://example/{i}"} for i in range(50)]})
+    cm = {
+        "metadata": {"name": "a-bindings", "namespace": "ns", "resourceVersion": "3"},
+        "data": {"bindings.json": document},
+    }
+    s.put(CONFIG_MAPS, cm)
+    stored = s.get(CONFIG_MAPS, "ns/a-bindings")
+    assert stored is not None
+    assert "data" not in stored
+    assert len(stored["data.z"]) < len(document) / 2
+    assert data_of(stored) == {"bindings.json": document}
+    assert data_of(cm) == cm["data"]
+    assert data_of(None) == {}
