@@ -7,8 +7,9 @@ from typing import Any
 from controller.domain import delivery, names
 from controller.domain.models import AgentObject
 from controller.k8s import api, builders
+from controller.reconcile.compact import data_of
 from controller.reconcile.passes import Pass
-from controller.reconcile.store import Store, data_of
+from controller.reconcile.store import Store
 from controller.reconcile.writer import Writer
 
 

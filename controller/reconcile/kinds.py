@@ -14,12 +14,12 @@ from controller.domain.refs import Request
 from controller.domain.registry import Registry
 from controller.domain.rollout import Rollout
 from controller.k8s import api
+from controller.reconcile.compact import status_of
 from controller.reconcile.events import EventRecorder
 from controller.reconcile.index import HoldIndex
 from controller.reconcile.passes import Pass
 from controller.reconcile.result import Result
 from controller.reconcile.rollouts import Rollouts
-from controller.reconcile.store import status_of
 from controller.reconcile.writer import Writer
 
 Body = dict[str, Any]

@@ -13,7 +13,7 @@ from typing import Any
 
 from controller.domain.refs import Request
 from controller.reconcile.clock import Instant
-from controller.reconcile.store import status_of
+from controller.reconcile.compact import status_of
 
 Body = dict[str, Any]
 

@@ -9,14 +9,14 @@ seen deleted comes back. Storing never enqueues anything; the intake decides wha
 
 from __future__ import annotations
 
-import json
-import sys
-import zlib
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
 from controller.k8s.api import CONFIG_MAPS, ENDPOINTS, Endpoint
+from controller.reconcile.compact import compact, status_of
+
+__all__ = ["FROZEN", "Body", "Store", "Tombstones", "key_of", "newer", "resource_version", "uid_of"]
 
 Body = dict[str, Any]
 
@@ -28,10 +28,6 @@ FROZEN: Mapping[Endpoint, str] = {
 status of Bindery's kinds and the document of a bindings ConfigMap. The controller writes each
 whole and reads it whole (a pass's old status, the comparison before a write), and as a tree of
 dicts and strings an agent's status or document takes several times its JSON."""
-FROZEN_SUFFIX = ".z"
-"""A frozen field is stored under its name with this suffix (``status.z``, ``data.z``)."""
-SHARED_LENGTH = 128
-"""Strings up to this length are shared with equal ones across the view (``sys.intern``)."""
 
 
 def resource_version(body: Body | None) -> str:
@@ -57,71 +53,6 @@ def newer(incoming: Body, stored: Body | None) -> bool:
         return int(resource_version(incoming)) > int(resource_version(stored))
     except ValueError:  # not a number: trust the newest arrival, as the API server sent it
         return resource_version(incoming) != resource_version(stored)
-
-
-def _shared(value: Any) -> Any:
-    """``value`` with its keys and short strings replaced by the interpreter's shared copies.
-
-    A decoded body holds its own copy of every key and value: thousands of agents repeat the
-    same keys, types, URIs, states and messages. Sharing them keeps one of each (an interned
-    string is freed with its last user). Values are equal to what they replace, of the same
-    types: only memory changes.
-    """
-    if isinstance(value, dict):
-        return {sys.intern(k) if type(k) is str else k: _shared(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_shared(v) for v in value]
-    if type(value) is str and len(value) <= SHARED_LENGTH:
-        return sys.intern(value)
-    return value
-
-
-def freeze(value: Any) -> bytes:
-    """``value`` as the store keeps a frozen field: compact JSON (key order kept), compressed."""
-    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-    return zlib.compress(text.encode(), 1)
-
-
-def thaw(frozen: bytes) -> Any:
-    """The value :func:`freeze` froze (equal to it, of the same JSON types)."""
-    return json.loads(zlib.decompress(frozen))
-
-
-def compact(body: Body, *, frozen: str = "") -> Body:
-    """The stored form of ``body``: without ``managedFields`` (never read), its keys and short
-    strings shared across the view, and its field ``frozen`` (if any) kept by :func:`freeze`
-    under that name plus :data:`FROZEN_SUFFIX` (read it with :func:`field_of`). Only memory
-    differs: every other field is equal to the body's, and :func:`field_of` returns a value
-    equal to the body's own."""
-    out: Body = {}
-    for key, value in body.items():
-        if key == frozen:
-            out[key + FROZEN_SUFFIX] = freeze(value)
-        elif key == "metadata" and isinstance(value, dict):
-            out["metadata"] = _shared({k: v for k, v in value.items() if k != "managedFields"})
-        else:
-            out[sys.intern(key)] = _shared(value)
-    return out
-
-
-def field_of(body: Body | None, name: str) -> Body:
-    """A body's mapping ``name`` (``{}`` if it has none), whether stored frozen or received."""
-    if not body:
-        return {}
-    frozen = body.get(name + FROZEN_SUFFIX)
-    if frozen is not None:
-        return thaw(frozen) or {}  # type: ignore[no-any-return]
-    return body.get(name) or {}
-
-
-def status_of(body: Body | None) -> Body:
-    """A body's status (``{}`` if it has none), whether stored (:func:`compact`) or received."""
-    return field_of(body, "status")
-
-
-def data_of(body: Body | None) -> Body:
-    """A ConfigMap's data (``{}`` if it has none), whether stored or received."""
-    return field_of(body, "data")
 
 
 class Tombstones:

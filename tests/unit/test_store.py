@@ -6,15 +6,15 @@ import json
 from typing import Any
 
 from controller.k8s.api import AGENTS, CONFIG_MAPS, LEASES, PODS
-from controller.reconcile.store import (
+from controller.reconcile.compact import (
     SHARED_LENGTH,
-    Store,
     compact,
     data_of,
     freeze,
     status_of,
     thaw,
 )
+from controller.reconcile.store import Store
 
 
 def lease(rv: int, uid: str = "u1") -> dict[str, Any]:
