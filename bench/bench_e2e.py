@@ -153,6 +153,12 @@ def parser() -> argparse.ArgumentParser:
         default=0.25,
         help="seconds between anchor samples, for each change's trailing work to finish",
     )
+    p.add_argument(
+        "--scale-agents",
+        default="10x",
+        help="agent counts of the start-up phase's larger namespaces, comma-separated, each a "
+        "number or a multiple of the run's agents (default 10x; the fleet target: 10000,50000)",
+    )
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--timeout", type=float, default=600.0, help="for any one wait")
     p.add_argument(

@@ -40,6 +40,27 @@ CRD_DIR = REPO_ROOT / "crds"
 PHASES = ["throughput", "anchor", "latency", "fanout", "writes", "idle", "scale"]
 
 
+def scale_agents(spec: str, agents: int) -> list[int]:
+    """``--scale-agents``: comma-separated agent counts, each a number or ``Nx`` (N times the
+    run's ``agents``), in increasing order."""
+    out = []
+    for item in (x.strip() for x in spec.split(",") if x.strip()):
+        try:
+            n = round(float(item[:-1]) * agents) if item.endswith("x") else int(item)
+        except ValueError:
+            raise SystemExit(
+                f"--scale-agents: {item!r} is neither a number of agents nor a multiple such "
+                "as 10x. Fix: give e.g. --scale-agents 10000,50000"
+            ) from None
+        if n <= agents:
+            raise SystemExit(
+                f"--scale-agents: {n} agents is not more than the run's {agents}. Fix: give "
+                "larger counts (the run's own namespace is always restarted first)"
+            )
+        out.append(n)
+    return sorted(set(out))
+
+
 class Env:
     """The local control plane, the benchmark's client, and where logs go."""
 
@@ -168,12 +189,12 @@ class Bench:
         self.env = env
         self.args = args
         self.shape = objs.Shape.at(args.scale)
-        self.big = objs.Shape(agents=self.shape.agents * 10, resources=self.shape.resources)
+        self.scale_agents: list[int] = scale_agents(args.scale_agents, self.shape.agents)
+        """The agents of the start-up phase's larger namespaces (see bench/e2e_scale.py)."""
         self.ctl_ns = "bench-ctl"
         self.base_ns = "bench-base"
         self.same_ns = "bench-same"
         self.anchor_ns = "bench-anchor"
-        self.big_ns = "bench-big"
         self.report = Report()
         self.rng = random.Random(args.seed)
         self.changes = Changes(env.kube, self.anchor_ns, args.timeout)

@@ -66,6 +66,24 @@ class RecordingApi:
         raise NotImplementedError("not expected for session-less agents without work")
 
 
+async def settle(ctl: Controller, *, first: bool = False) -> None:
+    """Run ``ctl``'s passes until its queue stays empty, the rollouts' recounts included (they
+    come back through a timer once every agent had its pass); ``first``: queue everything
+    first, as a start does."""
+    if first:
+        ctl.enqueue_all()
+    while True:
+        while len(ctl.queue):
+            item = await ctl.queue.get()
+            try:
+                await ctl.process(item)
+            finally:
+                ctl.queue.done(item)
+        await asyncio.sleep(0.05)  # a recount due now runs on the loop's next turn
+        if not len(ctl.queue):
+            return
+
+
 def prefill(
     kube: Kube, namespace: str, *, cluster_scoped: bool = False, threads: int = 16
 ) -> dict[str, int]:
@@ -74,7 +92,7 @@ def prefill(
     # The controller's reconcile log lines are not the benchmark's output.
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     api = RecordingApi()
-    ctl = Controller(api, workers=1)  # type: ignore[arg-type]
+    ctl = Controller(api, workers=1, rollout_delay=0.0)  # type: ignore[arg-type]
     listed = {
         "type": kube.list_all(objs.path("resourcetypes")),
         "resource": kube.list_all(objs.path("resources", namespace)),
@@ -86,15 +104,7 @@ def prefill(
             body.setdefault("apiVersion", f"{objs.GROUP}/{objs.VERSION}")
             ctl.observe(k8s_api.ENDPOINTS[Kind(kind)], body)
 
-    async def passes() -> None:
-        while len(ctl.queue):
-            item = await ctl.queue.get()
-            try:
-                await ctl.process(item)
-            finally:
-                ctl.queue.done(item)
-
-    asyncio.run(passes())
+    asyncio.run(settle(ctl))
     statuses = [s for s in api.statuses if cluster_scoped or s[0] != "resourcetypes"]
 
     def write_status(entry: tuple[str, str, str, Body]) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 from controller.domain import delivery, names
 from controller.domain.models import AgentObject
 from controller.k8s import api, builders
+from controller.reconcile.compact import data_of
 from controller.reconcile.passes import Pass
 from controller.reconcile.store import Store
 from controller.reconcile.writer import Writer
@@ -71,4 +72,4 @@ class BindingsDelivery:
 
 
 def _document(config_map: dict[str, Any]) -> str:
-    return str((config_map.get("data") or {}).get(delivery.BINDINGS_FILE, ""))
+    return str(data_of(config_map).get(delivery.BINDINGS_FILE, ""))

@@ -124,7 +124,7 @@ class WorkHolds:
             holds=self.holds.everywhere(desired) if desired else [],
             line=self.wanted.line(agent.meta.namespace, desired) if desired else (),
             blocked=self.wanted.blocked,
-            status_of=lambda key: (self.store.get(api.AGENTS, key) or {}).get("status") or {},
+            status_of=lambda key: self.store.status(api.AGENTS, key),
         )
         asked = holds_in_question(
             world, namespace=agent.meta.namespace, agent_uid=agent.meta.uid, uri=desired

@@ -132,7 +132,10 @@ class Intake:
             return set()
         if by is not None and _learned(previous) == _learned(body):
             return set()  # our own write: nothing the registry knows has changed
-        return {request, *self._requests(self._learn(kind, ref, body))}
+        # Parsed from the stored form (equal to ``body``): the registry's objects then share
+        # its strings instead of holding copies of their own.
+        stored = self.store.get(endpoint, ref.key) or body
+        return {request, *self._requests(self._learn(kind, ref, stored))}
 
     def _learn(self, kind: Kind, ref: Ref, body: Body) -> Affected:
         """Parse a body into the registry; a spec the models reject is recorded, not raised:

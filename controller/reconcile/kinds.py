@@ -20,6 +20,7 @@ from controller.domain.status import failure
 from controller.domain.status.fit import fit
 from controller.k8s import api
 from controller.k8s.api import ApiError
+from controller.reconcile.compact import status_of
 from controller.reconcile.events import EventRecorder
 from controller.reconcile.index import HoldIndex
 from controller.reconcile.passes import Pass
@@ -50,7 +51,7 @@ async def write_status(writer: Writer, pass_: Pass, body: Body, new: Body) -> bo
     too large) is raised with the fields it names noted on the error (:func:`failure.field_note`),
     so that the pass reports it by :func:`report_failure`."""
     new = fit(new)
-    if body.get("status") == new:
+    if status_of(body) == new:
         return False
     endpoint = api.ENDPOINTS[pass_.request.kind]
     try:

@@ -13,6 +13,7 @@ from typing import Any
 
 from controller.domain.refs import Request
 from controller.reconcile.clock import Instant
+from controller.reconcile.compact import status_of
 
 Body = dict[str, Any]
 
@@ -32,8 +33,8 @@ class Pass:
     @classmethod
     def of(cls, request: Request, body: Body, now: Instant) -> Pass:
         """A pass over ``body`` as observed."""
-        return cls(request, body, now, body.get("status") or {})
+        return cls(request, body, now, status_of(body))
 
     def seeing(self, body: Body) -> Pass:
         """The same pass, deciding from a newer version of its object."""
-        return replace(self, body=body, old=body.get("status") or {})
+        return replace(self, body=body, old=status_of(body))

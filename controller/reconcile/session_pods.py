@@ -11,6 +11,7 @@ from controller.domain import names
 from controller.domain import session_pods as sp
 from controller.domain.delivery import BINDINGS_FILE
 from controller.k8s import api, builders
+from controller.reconcile.compact import data_of
 from controller.reconcile.index import SessionPodIndex
 from controller.reconcile.store import Store
 
@@ -53,7 +54,7 @@ class SessionPods:
         config_map = self.store.get(
             api.CONFIG_MAPS, names.key(namespace, names.bindings_config_map_name(agent_name))
         )
-        return str(((config_map or {}).get("data") or {}).get(BINDINGS_FILE, ""))
+        return str(data_of(config_map or {}).get(BINDINGS_FILE, ""))
 
     def let_go(
         self, namespace: str, agent_name: str, agent_uid: str, uris: Collection[str]

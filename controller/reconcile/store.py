@@ -10,11 +10,24 @@ seen deleted comes back. Storing never enqueues anything; the intake decides wha
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Mapping
 from typing import Any
 
-from controller.k8s.api import Endpoint
+from controller.k8s.api import CONFIG_MAPS, ENDPOINTS, Endpoint
+from controller.reconcile.compact import compact, status_of
+
+__all__ = ["FROZEN", "Body", "Store", "Tombstones", "key_of", "newer", "resource_version", "uid_of"]
 
 Body = dict[str, Any]
+
+FROZEN: Mapping[Endpoint, str] = {
+    **dict.fromkeys(ENDPOINTS.values(), "status"),
+    CONFIG_MAPS: "data",
+}
+"""The field each kind keeps frozen in the store (compressed JSON, see :func:`compact`): the
+status of Bindery's kinds and the document of a bindings ConfigMap. The controller writes each
+whole and reads it whole (a pass's old status, the comparison before a write), and as a tree of
+dicts and strings an agent's status or document takes several times its JSON."""
 
 
 def resource_version(body: Body | None) -> str:
@@ -42,14 +55,6 @@ def newer(incoming: Body, stored: Body | None) -> bool:
         return resource_version(incoming) != resource_version(stored)
 
 
-def trim(body: Body) -> Body:
-    """The body without ``managedFields``, which the controller never reads (memory)."""
-    md = body.get("metadata")
-    if not md or "managedFields" not in md:
-        return body
-    return {**body, "metadata": {k: v for k, v in md.items() if k != "managedFields"}}
-
-
 class Tombstones:
     """A bounded set of uids, oldest forgotten first."""
 
@@ -70,8 +75,12 @@ class Tombstones:
 class Store:
     """Latest observed bodies by endpoint and key, from watch events and write responses alike."""
 
-    def __init__(self, tombstone_capacity: int = 100_000) -> None:
+    def __init__(
+        self, tombstone_capacity: int = 100_000, frozen: Mapping[Endpoint, str] = FROZEN
+    ) -> None:
         self._objects: dict[Endpoint, dict[str, Body]] = {}
+        self.frozen = frozen
+        """The field each kind keeps frozen (see :func:`compact`)."""
         self.tombstones = Tombstones(tombstone_capacity)
         """uids of incarnations seen deleted, so late events cannot bring them back."""
 
@@ -80,7 +89,12 @@ class Store:
         return self._objects.setdefault(endpoint, {})
 
     def get(self, endpoint: Endpoint, key: str) -> Body | None:
+        """The stored body (its compact form: the status through :func:`status_of`)."""
         return self.of(endpoint).get(key)
+
+    def status(self, endpoint: Endpoint, key: str) -> Body:
+        """The stored object's status (``{}`` if it has none or is not stored)."""
+        return status_of(self.get(endpoint, key))
 
     def put(self, endpoint: Endpoint, body: Body) -> Body | None:
         """Store ``body`` if it is newer than the stored version; return what it replaced.
@@ -96,7 +110,7 @@ class Store:
         stored = cache.get(key)
         if not newer(body, stored):
             return body
-        cache[key] = trim(body)
+        cache[key] = compact(body, frozen=self.frozen.get(endpoint, ""))
         return stored
 
     def delete(self, endpoint: Endpoint, body: Body) -> Body | None:

@@ -136,7 +136,7 @@ async def test_one_pass(case: Case) -> None:
         assert fake.objects[("leases", NS, LEASE)]["spec"]["holderIdentity"] == f"{NS}/zed"
     assert result is not None
     assert result.requeue_after == case.requeue
-    states = {n: c.store.get(api.AGENTS, f"{NS}/{n}")["status"]["state"] for n in case.states}  # type: ignore[index]
+    states = {n: c.store.status(api.AGENTS, f"{NS}/{n}")["state"] for n in case.states}
     assert states == case.states
     assert fake.events == case.events
 

@@ -51,7 +51,7 @@ async def test_an_orphan_left_by_an_earlier_agent_of_the_same_name_is_adopted() 
     (owner,) = adopted["metadata"]["ownerReferences"]
     assert (owner["kind"], owner["name"], owner["uid"]) == ("AgentSpec", "a", "a-uid")
     assert '"agent"' in adopted["data"]["bindings.json"]  # then delivered as usual
-    assert c.store.get(api.AGENTS, f"{NS}/a")["status"]["state"] == "Idle"  # type: ignore[index]
+    assert c.store.status(api.AGENTS, f"{NS}/a")["state"] == "Idle"
 
 
 async def test_what_an_earlier_agent_of_the_same_name_left_is_taken_over_at_once() -> None:
@@ -78,4 +78,4 @@ async def test_what_an_earlier_agent_of_the_same_name_left_is_taken_over_at_once
     await run(c, "a")
     (owner,) = fake.objects[("configmaps", NS, "a-bindings")]["metadata"]["ownerReferences"]
     assert owner["uid"] == "a-uid"
-    assert c.store.get(api.AGENTS, f"{NS}/a")["status"]["state"] == "Idle"  # type: ignore[index]
+    assert c.store.status(api.AGENTS, f"{NS}/a")["state"] == "Idle"

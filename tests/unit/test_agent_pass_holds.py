@@ -35,12 +35,12 @@ async def test_a_claimant_never_waits_behind_an_agent_that_cannot_hold() -> None
     bad["spec"]["resources"][0]["tag"] = "no-such-type"  # its work binding is in error
     c, _ = world(bad, agent("b", X))
     await run(c, "b")  # b has not seen a's error yet: it lets a (first by name) go first ...
-    assert c.store.get(api.AGENTS, f"{NS}/b")["status"]["state"] == "Waiting"  # type: ignore[index]
+    assert c.store.status(api.AGENTS, f"{NS}/b")["state"] == "Waiting"
     assert Request.agent(f"{NS}/a") in c.queue.drain()  # ... and gives a its turn
     await run(c, "a")
     assert Request.agent(f"{NS}/b") in c.queue.drain()  # a cannot hold: b's turn
     await run(c, "b")
-    assert c.store.get(api.AGENTS, f"{NS}/b")["status"]["state"] == "Working"  # type: ignore[index]
+    assert c.store.status(api.AGENTS, f"{NS}/b")["state"] == "Working"
 
 
 async def test_an_agent_being_deleted_leaves_the_line_for_its_uri() -> None:
@@ -55,7 +55,7 @@ async def test_an_agent_being_deleted_leaves_the_line_for_its_uri() -> None:
     assert f"{NS}/b" not in c.intake.wanted.get(NS, X)
     assert Request.agent(f"{NS}/c") in c.queue.drain()
     await run(c, "c")
-    assert c.store.get(api.AGENTS, f"{NS}/c")["status"]["state"] == "Working"  # type: ignore[index]
+    assert c.store.status(api.AGENTS, f"{NS}/c")["state"] == "Working"
 
 
 @pytest.mark.parametrize(
@@ -85,7 +85,7 @@ async def test_a_forged_lease_in_the_holds_place_is_removed_then_the_uri_acquire
     fake.writes.clear()
     await run(c, "a")
     assert fake.writes[0] == ("create", "leases", LEASE)
-    assert c.store.get(api.AGENTS, f"{NS}/a")["status"]["state"] == "Working"  # type: ignore[index]
+    assert c.store.status(api.AGENTS, f"{NS}/a")["state"] == "Working"
 
 
 async def test_a_hold_handed_over_by_someone_else_stops_counting() -> None:

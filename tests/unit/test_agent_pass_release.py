@@ -76,7 +76,7 @@ async def test_handoff_goes_a_then_no_holder_then_b() -> None:
     await run(c, "b")
     assert fake.writes[0] == ("create", "leases", LEASE)
     assert ("patch", "configmaps", "b-bindings") in fake.writes
-    assert c.store.get(api.AGENTS, f"{NS}/b")["status"]["state"] == "Working"  # type: ignore[index]
+    assert c.store.status(api.AGENTS, f"{NS}/b")["state"] == "Working"
 
 
 async def test_a_hold_whose_namespace_is_going_away_outlives_the_holders_bindings() -> None:

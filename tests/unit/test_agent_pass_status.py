@@ -23,7 +23,7 @@ async def test_a_pass_the_api_server_refuses_still_writes_status() -> None:
     fake.refuse = {("create", "configmaps", "a-bindings"): 422}
     with pytest.raises(ApiError):
         await c.process(Request.agent(f"{NS}/a"))
-    st = c.store.get(api.AGENTS, f"{NS}/a")["status"]  # type: ignore[index]
+    st = c.store.status(api.AGENTS, f"{NS}/a")
     stalled = next(x for x in st["conditions"] if x["type"] == "Stalled")
     assert stalled["status"] == "True"
     assert stalled["reason"] == "ApiRejected"
@@ -41,9 +41,7 @@ async def test_an_object_that_is_not_bindery_s_is_never_written() -> None:
         await c.process(Request.agent(f"{NS}/a"))
     assert fake.objects[("configmaps", NS, "a-bindings")]["data"] == {"theirs": "1"}
     ready = next(
-        x
-        for x in c.store.get(api.AGENTS, f"{NS}/a")["status"]["conditions"]  # type: ignore[index]
-        if x["type"] == "Ready"
+        x for x in c.store.status(api.AGENTS, f"{NS}/a")["conditions"] if x["type"] == "Ready"
     )
     assert ready["reason"] == "ForeignObject"
 

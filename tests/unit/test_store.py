@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from controller.k8s.api import LEASES
+from controller.k8s.api import AGENTS, CONFIG_MAPS, LEASES, PODS
+from controller.reconcile.compact import (
+    SHARED_LENGTH,
+    compact,
+    data_of,
+    freeze,
+    status_of,
+    thaw,
+)
 from controller.reconcile.store import Store
 
 
@@ -48,3 +57,124 @@ def test_managed_fields_are_dropped() -> None:
     body["metadata"]["managedFields"] = [{"manager": "kubectl"}]
     s.put(LEASES, body)
     assert "managedFields" not in s.get(LEASES, "ns/h")["metadata"]  # type: ignore[index]
+
+
+def agent_body(rv: int, status: dict[str, Any] | None = None) -> dict[str, Any]:
+    """An agent as a watch delivers it: decoded from JSON, so no string is shared."""
+    body = {
+        "apiVersion": "bindery.dev/v1alpha1",
+        "kind": "AgentSpec",
+        "metadata": {
+            "name": "a",
+            "namespace": "ns",
+            "uid": "u1",
+            "resourceVersion": str(rv),
+            "generation": 2,
+            "labels": {"team": "t1"},
+            "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}],
+        },
+        "spec": {"resources": [{"name": "repo", "uri": "git://example/repo"}]},
+        "status": status
+        if status is not None
+        else {
+            "observedGeneration": 2,
+            "state": "Idle",
+            "bindings": [{"name": "repo", "state": "Bound", "message": "é" + "x" * 300}],
+            "conditions": [{"type": "Ready", "status": "True", "observedGeneration": 2}],
+        },
+    }
+    return json.loads(json.dumps(body))  # type: ignore[no-any-return]
+
+
+def test_a_stored_agent_keeps_its_status_frozen_equal_to_the_one_received() -> None:
+    s = Store()
+    body = agent_body(3)
+    s.put(AGENTS, body)
+    stored = s.get(AGENTS, "ns/a")
+    assert stored is not None
+    assert "status" not in stored
+    assert isinstance(stored["status.z"], bytes)
+    assert len(stored["status.z"]) < len(json.dumps(body["status"])) / 2
+    assert s.status(AGENTS, "ns/a") == body["status"]
+    assert status_of(stored) == body["status"]
+    # everything else is as received, managedFields apart
+    md = {k: v for k, v in body["metadata"].items() if k != "managedFields"}
+    assert stored["metadata"] == md
+    assert stored["spec"] == body["spec"]
+    assert {k: v for k, v in stored.items() if k != "status.z"} == {
+        **{k: v for k, v in body.items() if k != "status"},
+        "metadata": md,
+    }
+
+
+def test_status_of_reads_a_received_body_and_nothing() -> None:
+    body = agent_body(3)
+    assert status_of(body) == body["status"]
+    assert status_of(None) == {}
+    assert status_of({"metadata": {}}) == {}
+    assert status_of(compact({"metadata": {}, "status": {}}, frozen="status")) == {}
+    assert Store().status(AGENTS, "ns/missing") == {}
+
+
+def test_owned_kinds_keep_their_status_as_a_tree() -> None:
+    s = Store()
+    pod = {"metadata": {"name": "p", "namespace": "ns", "resourceVersion": "1"}}
+    pod["status"] = {"phase": "Running"}
+    s.put(PODS, pod)
+    stored = s.get(PODS, "ns/p")
+    assert stored is not None
+    assert stored["status"] == {"phase": "Running"}
+    assert s.status(PODS, "ns/p") == {"phase": "Running"}
+
+
+def test_equal_short_strings_of_two_bodies_are_one_object_once_stored() -> None:
+    s = Store()
+    a, b = agent_body(3), agent_body(4)
+    b["metadata"]["name"] = "b"
+    assert a["spec"]["resources"][0]["uri"] is not b["spec"]["resources"][0]["uri"]
+    s.put(AGENTS, a)
+    s.put(AGENTS, b)
+    first, second = s.get(AGENTS, "ns/a"), s.get(AGENTS, "ns/b")
+    assert first is not None
+    assert second is not None
+    assert first["spec"]["resources"][0]["uri"] is second["spec"]["resources"][0]["uri"]
+    assert first["metadata"]["labels"]["team"] is second["metadata"]["labels"]["team"]
+    key_a = next(k for k in first["metadata"]["labels"])
+    key_b = next(k for k in second["metadata"]["labels"])
+    assert key_a is key_b
+
+
+def test_a_long_string_is_kept_as_received() -> None:
+    long = "y" * (SHARED_LENGTH + 1)
+    body = json.loads(json.dumps({"metadata": {"name": "c"}, "data": {"f": long}}))
+    out = compact(body)
+    assert out["data"]["f"] is body["data"]["f"]
+    assert out["data"]["f"] == long
+
+
+def test_a_frozen_status_keeps_its_key_order_and_types() -> None:
+    status = {"z": 1, "a": [True, None, 1.5, {"k": "v"}], "m": "ü"}
+    assert thaw(freeze(status)) == status
+    out = compact({"metadata": {"name": "x"}, "status": status}, frozen="status")
+    back = status_of(out)
+    assert back == status
+    assert list(back) == ["z", "a", "m"]
+    assert back["a"][0] is True
+    assert isinstance(back["a"][2], float)
+
+
+def test_a_stored_config_map_keeps_its_data_frozen() -> None:
+    s = Store()
+    document = json.dumps({"bindings": [{"uri": f"git://example/{i}"} for i in range(50)]})
+    cm = {
+        "metadata": {"name": "a-bindings", "namespace": "ns", "resourceVersion": "3"},
+        "data": {"bindings.json": document},
+    }
+    s.put(CONFIG_MAPS, cm)
+    stored = s.get(CONFIG_MAPS, "ns/a-bindings")
+    assert stored is not None
+    assert "data" not in stored
+    assert len(stored["data.z"]) < len(document) / 2
+    assert data_of(stored) == {"bindings.json": document}
+    assert data_of(cm) == cm["data"]
+    assert data_of(None) == {}
