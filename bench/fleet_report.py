@@ -114,7 +114,7 @@ def report_lines(controller: Side, baseline: Side, sessions: int) -> list[str]:
         if b.delivered > 0
     )
     detail = (
-        f", controller {ours:.2f} s, baseline {theirs:.2f} s (medians of "
+        f" (controller {ours:.2f} s, baseline {theirs:.2f} s: medians of "
         f"{len(controller.changes)} changes; per change {pairs})"
     )
     label = f"fleet of {sessions} sessions, time to 100 % (Delivered), controller / baseline"

@@ -50,7 +50,7 @@ class FleetSessions(Sessions):
         *,
         delay: Callable[[random.Random], float],
         roster: Sequence[str] | None = None,
-        tick: float = 0.02,
+        tick: float = 0.05,
     ) -> None:
         super().__init__(kube, namespace, rng, acknowledging_share=1.0, delay=delay, tick=tick)
         self.roster = list(roster) if roster is not None else None
