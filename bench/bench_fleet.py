@@ -260,6 +260,7 @@ class Fleet:
             return "generation" in wanted and objs.delivered(wanted["generation"])(body)
 
         tracker = side.resources.track(done, 1, names=[objs.RESOURCE])
+        wall = time.time()
         t0 = time.monotonic()
         patched = self.kube.merge_patch(
             objs.path("resources", side.namespace, objs.RESOURCE),
@@ -279,10 +280,11 @@ class Fleet:
         applied = side.sessions.applied(revision)
         cpu = {k: round(v - cpu_before.get(k, 0.0), 2) for k, v in self._cpu(side).items()}
         time.sleep(self.opts.gap)  # the change's trailing writes count with it
-        writes = self._writes(side, mark)
+        writes, timeline = self._writes(side, mark, wall)
         change = Change(tuple(sorted(at - t0 for at in applied.values())), delivered_at - t0)
         side.side.changes.append(change)
         side.side.writes.append(writes)
+        side.side.timelines.append(timeline)
         self.cpu.setdefault(side.side.name, []).append(cpu)
         log(
             f"{side.side.name} revision {revision}: Delivered after {change.delivered:.2f} s, "
@@ -298,18 +300,27 @@ class Fleet:
                 out[name] = float(t.user + t.system)
         return out
 
-    def _writes(self, side: FleetSide, mark: int) -> dict[str, int]:
-        """This side's writes since ``mark`` by kind, the sessions' Lease writes apart."""
+    def _writes(
+        self, side: FleetSide, mark: int, wall: float
+    ) -> tuple[dict[str, int], dict[str, tuple[float, float]]]:
+        """This side's writes since ``mark`` by kind (the sessions' Lease writes apart), and
+        when the first and the last of each kind completed, in seconds from ``wall`` (the
+        audit log's clock: this machine's)."""
         counts: dict[str, int] = {}
+        spans: dict[str, tuple[float, float]] = {}
         for w in audit_writes(self.state.audit_log, mark):
             if not self._ours(w, side):
                 continue
             kind = f"{w.resource}{'/' + w.subresource if w.subresource else ''} {w.verb}"
-            if w.user_agent.startswith(side.user_agent):
-                counts[kind] = counts.get(kind, 0) + 1
-            elif w.user_agent.startswith(SESSIONS_PREFIX):
-                counts[f"sessions' {kind}"] = counts.get(f"sessions' {kind}", 0) + 1
-        return dict(sorted(counts.items()))
+            if w.user_agent.startswith(SESSIONS_PREFIX):
+                kind = f"sessions' {kind}"
+            elif not w.user_agent.startswith(side.user_agent):
+                continue
+            counts[kind] = counts.get(kind, 0) + 1
+            at = w.at - wall
+            first, last = spans.get(kind, (at, at))
+            spans[kind] = (min(first, at), max(last, at))
+        return dict(sorted(counts.items())), spans
 
     # ------------------------------------------------------------------------------ the run
 

@@ -50,6 +50,9 @@ class Side:
     changes: list[Change] = field(default_factory=list)
     writes: list[Mapping[str, int]] = field(default_factory=list)
     """Per change: ``resource[/sub] verb`` -> count of this side's own writes (audit log)."""
+    timelines: list[Mapping[str, tuple[float, float]]] = field(default_factory=list)
+    """Per change: ``resource[/sub] verb`` -> when the first and the last of them completed,
+    in seconds from the PATCH (audit log)."""
 
     def applied(self) -> list[float]:
         """Every session's change -> applied, over all changes."""
@@ -58,6 +61,17 @@ class Side:
     def delivered(self) -> float:
         """The median time to 100 % (``Delivered`` True) over the changes."""
         return median([c.delivered for c in self.changes])
+
+    def timeline(self) -> dict[str, tuple[float, float]]:
+        """Per kind of write, the medians over the changes of its first and last completion."""
+        kinds = sorted({k for t in self.timelines for k in t})
+        return {
+            k: (
+                median([t[k][0] for t in self.timelines if k in t]),
+                median([t[k][1] for t in self.timelines if k in t]),
+            )
+            for k in kinds
+        }
 
     def writes_per_change(self) -> dict[str, float]:
         """The mean count of each kind of write per change."""
@@ -103,6 +117,13 @@ def writes_line(side: Side) -> str:
     return f"fleet {side.name} writes per change: {text}"
 
 
+def timeline_line(side: Side) -> str:
+    """When each kind of write went out after the change: where the time goes."""
+    spans = sorted(side.timeline().items(), key=lambda kv: kv[1][1])
+    text = "; ".join(f"{kind} {first:.1f}-{last:.1f} s" for kind, (first, last) in spans)
+    return f"fleet {side.name} writes, first-last after the change (medians): {text or 'none'}"
+
+
 def report_lines(controller: Side, baseline: Side, sessions: int) -> list[str]:
     """The target line first (time to 100 %, controller / baseline), then each side's figures
     and writes per change."""
@@ -124,4 +145,6 @@ def report_lines(controller: Side, baseline: Side, sessions: int) -> list[str]:
         side_line(baseline, sessions),
         writes_line(controller),
         writes_line(baseline),
+        timeline_line(controller),
+        timeline_line(baseline),
     ]

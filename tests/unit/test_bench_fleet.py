@@ -17,6 +17,7 @@ from bench.fleet_report import (
     ratio_line,
     report_lines,
     side_line,
+    timeline_line,
     writes_line,
 )
 from bench.fleet_sessions import revision_of
@@ -103,3 +104,18 @@ def test_revision_of_reads_the_shared_resources_attribute() -> None:
     assert revision_of(json.dumps(doc)) == "7"
     assert revision_of(json.dumps({"resources": []})) == ""
     assert revision_of("not json") == ""
+
+
+def test_the_timeline_orders_kinds_of_write_by_their_last_and_takes_medians() -> None:
+    s = Side(
+        "controller",
+        timelines=[
+            {"configmaps patch": (0.1, 10.0), "agentspecs/status patch": (0.2, 30.0)},
+            {"configmaps patch": (0.3, 12.0), "agentspecs/status patch": (0.4, 34.0)},
+        ],
+    )
+    assert s.timeline()["configmaps patch"] == pytest.approx((0.2, 11.0))
+    assert timeline_line(s) == (
+        "fleet controller writes, first-last after the change (medians): configmaps patch "
+        "0.2-11.0 s; agentspecs/status patch 0.3-32.0 s"
+    )
