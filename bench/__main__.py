@@ -9,10 +9,14 @@
 * bench/bench_watch.py: how soon the session library's watcher notices a replaced bindings
   document, through its directory watch and polling alone (its own process, like resolve);
 * bench/bench_mcp.py: the MCP adapter's notification latency in both protocol generations and
-  its memory per session (its own process; needs the ``mcp`` extra, which ``make venv`` installs).
+  its memory per session (its own process; needs the ``mcp`` extra, which ``make venv`` installs);
+* bench/bench_fleet.py: a change every session of a fleet applies (1,000 agents with sessions on
+  kwok nodes bound to one Resource), until ``Delivered``, against a same-writes baseline (issue
+  38). Not in the default set (it takes 15 minutes or more at 1,000 agents): ``--only fleet``.
 
     .venv/bin/python -m bench [--scale 1.0] [--idle-seconds 300]
-                              [--only resolve|budget|watch|mcp|e2e|PHASE]
+                              [--only resolve|budget|watch|mcp|fleet|e2e|PHASE]
+                              [--fleet-agents 1000] [--fleet-changes 3]
                               [--json FILE] [e2e options, see python -m bench.bench_e2e -h]
 
 ``--only`` is repeatable; a phase of bench_e2e (throughput, anchor, latency, fanout, writes,
@@ -89,8 +93,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         action="append",
-        choices=["resolve", "budget", "watch", "mcp", "e2e", *bench_e2e.PHASES],
-        help="run one benchmark, or only these phases of bench_e2e (repeatable)",
+        choices=["resolve", "budget", "watch", "mcp", "fleet", "e2e", *bench_e2e.PHASES],
+        help="run one benchmark, or only these phases of bench_e2e (repeatable); fleet runs "
+        "only when named",
+    )
+    parser.add_argument(
+        "--fleet-agents",
+        type=int,
+        default=None,
+        help="agents with sessions per side of the fleet benchmark (default 1000 x --scale)",
+    )
+    parser.add_argument(
+        "--fleet-changes", type=int, default=3, help="changes per side of the fleet benchmark"
     )
     parser.add_argument("--json", type=Path, help="write the rows (and e2e raw data) here")
     args, rest = parser.parse_known_args(argv)
@@ -120,6 +134,16 @@ def main(argv: list[str] | None = None) -> int:
     if "mcp" in only:
         print("running bench_mcp ...", file=sys.stderr, flush=True)
         got, more = child_rows("mcp", "bench.bench_mcp")
+        rows += got
+        notes += more
+    if "fleet" in only:
+        print("running bench_fleet ...", file=sys.stderr, flush=True)
+        agents = args.fleet_agents or max(1, round(1000 * args.scale))
+        got, more = child_rows(
+            "fleet",
+            "bench.bench_fleet",
+            *("--agents", str(agents), "--changes", str(args.fleet_changes)),
+        )
         rows += got
         notes += more
     if "e2e" in only:

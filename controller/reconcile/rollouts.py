@@ -5,8 +5,12 @@ After each agent pass the reconciler records the agent's entry (what its resolut
 its session stands: :func:`~controller.domain.rollout.agent_rollout`). When an entry changes,
 the objects it names, before and after, are due a status pass: each is queued after ``delay``
 seconds, at most once (the queue keeps one timer per request), so a burst of acknowledgements
-is a handful of status writes, not one each. An unchanged entry queues nothing: an idle fleet
-writes nothing.
+is a handful of status writes, not one each. The change that completes an object's rollout
+(nothing left pending at its current generation) queues it at once instead: ``Delivered`` turns
+True as soon as the last agent applied, not up to ``delay`` later. Whether it completes is known
+without counting: per object, the tracker keeps how many dependents are settled (applied or
+refused, by the generation they read; suspended) beside how many there are. An unchanged entry
+queues nothing: an idle fleet writes nothing.
 
 Nothing is persisted: every agent is reconciled after a start, which records it again. Until
 each agent known at start has been recorded (:meth:`Rollouts.expect`), the tracker is *cold*
@@ -16,7 +20,8 @@ only what changed; once it is warm, every supporting object is looked at once.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 
 from controller.domain import rollout
 from controller.domain.acknowledgement import DeliveryView
@@ -24,10 +29,22 @@ from controller.domain.models import AgentObject
 from controller.domain.refs import Kind, Ref, Request
 from controller.domain.registry import Registry
 from controller.domain.results import AgentResolution
-from controller.domain.rollout import AgentRollout, Rollout
+from controller.domain.rollout import AgentRollout, AgentState, Rollout
 from controller.domain.status import SessionView
 
 SourceKey = tuple[Kind, str]
+SUSPENDED = None
+"""The settled key of a suspended dependent: settled whatever generation it read."""
+
+
+def _settled(entry: AgentRollout) -> Iterator[tuple[SourceKey, int | None]]:
+    """The objects ``entry`` counts as settled for (none while it is pending), each with the
+    generation it read (applied or refused it), or :data:`SUSPENDED`."""
+    if entry.state is AgentState.PENDING:
+        return
+    suspended = entry.state is AgentState.SUSPENDED
+    for source in entry.sources:
+        yield (source.kind, source.key), SUSPENDED if suspended else source.generation
 
 
 class Rollouts:
@@ -51,6 +68,10 @@ class Rollouts:
         """Called once the tracker turns warm after :meth:`expect`."""
         self._entries: dict[str, AgentRollout] = {}
         self._dependents: dict[SourceKey, set[str]] = {}
+        self._settled: dict[SourceKey, Counter[int | None]] = {}
+        """Per object, its dependents that are not pending, by the generation they read
+        (:data:`SUSPENDED` for the suspended): the rollout of generation g is complete when
+        ``settled[g] + settled[SUSPENDED]`` is every dependent."""
         self._expected: set[str] | None = None
 
     @property
@@ -143,19 +164,43 @@ class Rollouts:
                 self._unfile(source, agent)
             for source in after - before:
                 self._dependents.setdefault((source.kind, source.key), set()).add(agent)
+            if old is not None:
+                self._tally(old, -1)
             if entry is None:
                 del self._entries[agent]
             else:
                 self._entries[agent] = entry
+                self._tally(entry, 1)
             if self.warm:
                 for kind, key in {(s.kind, s.key) for s in before | after}:
-                    self.wake(Request(kind, Ref.parse(key)), self.delay)
+                    delay = 0.0 if self._complete(kind, key) else self.delay
+                    self.wake(Request(kind, Ref.parse(key)), delay)
         expected = self._expected
         if expected is not None:
             expected.discard(agent)
             if not expected:
                 self._expected = None
                 self.on_warm()
+
+    def _tally(self, entry: AgentRollout, step: int) -> None:
+        """Count ``entry`` in (``step`` 1) or out (-1) of its objects' settled dependents."""
+        for key, generation in _settled(entry):
+            counts = self._settled.setdefault(key, Counter())
+            counts[generation] += step
+            if counts[generation] <= 0:
+                del counts[generation]
+                if not counts:
+                    del self._settled[key]
+
+    def _complete(self, kind: Kind, key: str) -> bool:
+        """Whether nothing of the object's rollout at its current generation is pending (what
+        :meth:`count` would say, without counting)."""
+        generation = self.generation(kind, key)
+        if generation is None:
+            return False
+        counts = self._settled.get((kind, key), Counter())
+        dependents = len(self._dependents.get((kind, key), ()))
+        return counts[generation] + counts[SUSPENDED] == dependents
 
     def _unfile(self, source: rollout.Source, agent: str) -> None:
         key = (source.kind, source.key)

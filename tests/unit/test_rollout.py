@@ -329,3 +329,58 @@ async def test_a_burst_of_acknowledgements_is_one_status_pass_per_delay() -> Non
     counted = tracker.count(Kind.RESOURCE, "a/repo", 0)
     assert counted is not None
     assert counted.delivered == "300/300"
+
+
+async def test_the_acknowledgement_that_completes_a_rollout_queues_its_status_pass_at_once() -> (
+    None
+):
+    """Delivered turns True when the last dependent applied, not a coalescing delay later; an
+    acknowledgement that leaves one pending still waits for the delay."""
+    repo = [("r", "git-checkout", "file:///repo")]
+    agents = [agent(f"a/s{i}", bindings=repo) for i in range(3)]
+    registry = registry_of(*WORLD, *agents)
+    clock = VirtualClock()
+    queue: WorkQueue[Request] = WorkQueue(clock)
+    tracker = Rollouts(registry, queue.add_after, delay=1.0)
+    resolved = {a.meta.key: registry.resolve(a.meta.key) for a in agents}
+    for a in agents:
+        tracker.observe(a, resolved[a.meta.key], view(Confirmation.PENDING), None)
+    await clock.advance(1.0)
+    queue.drain()
+    first, second, last = agents
+    tracker.observe(first, resolved[first.meta.key], view(Confirmation.CONFIRMED), None)
+    tracker.observe(second, resolved[second.meta.key], view(Confirmation.REFUSED), None)
+    await clock.advance(0.5)
+    assert queue.drain() == set()  # one still pending: coalesced
+    tracker.observe(last, resolved[last.meta.key], view(Confirmation.CONFIRMED), None)
+    await clock.advance(0.0)
+    assert Request(Kind.RESOURCE, Ref("a", "repo")) in queue.drain()  # refused is settled too
+    await clock.advance(1.0)
+    assert queue.drain() == set()  # the delayed pass was replaced, not added
+    counted = tracker.count(Kind.RESOURCE, "a/repo", 0)
+    assert counted is not None
+    assert (counted.applied, counted.refused, counted.pending) == (2, 1, 0)
+    tracker.observe(last, resolved[last.meta.key], view(Confirmation.PENDING), None)
+    await clock.advance(0.0)
+    assert queue.drain() == set()  # pending again: back to the delay
+
+
+def test_a_suspended_dependent_is_settled_and_one_of_an_older_generation_is_not() -> None:
+    """Suspended counts as settled whatever it read; applied at an older generation does not."""
+    registry = registry_of(*WORLD)
+    woken: list[tuple[Request, float]] = []
+    tracker = Rollouts(registry, lambda request, delay: woken.append((request, delay)))
+    current = tracker.generation(Kind.RESOURCE, "a/repo")
+    assert current is not None
+
+    def read(generation: int, state: AgentState) -> AgentRollout:
+        return AgentRollout(frozenset({Source(Kind.RESOURCE, "a/repo", generation)}), state)
+
+    repo = Request(Kind.RESOURCE, Ref("a", "repo"))
+    tracker._put("a/sleepy", read(current - 1, S))
+    tracker._put("a/busy", read(current, P))
+    assert woken[-1] == (repo, 1.0)
+    tracker._put("a/busy", read(current - 1, A))  # applied what it had: still stale
+    assert woken[-1] == (repo, 1.0)
+    tracker._put("a/busy", read(current, A))
+    assert woken[-1] == (repo, 0.0)
