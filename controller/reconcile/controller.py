@@ -86,7 +86,6 @@ class Controller:
             self.rollouts.forget(key)
 
         self.intake.on_agent_gone = agent_gone
-        errors = self.intake.parse_errors
         self.session_pods = SessionPods(self.store, self.intake.session_pods)
         self.holds = WorkHolds(
             store=self.store,
@@ -115,34 +114,8 @@ class Controller:
             acks=self.acks,
             service_account=session_service_account,
         )
-        agents = AgentReconciler(
-            store=self.store,
-            registry=self.registry,
-            writer=self.writer,
-            parse_errors=errors,
-            holds=self.holds,
-            bindings=self.bindings,
-            sessions=self.sessions,
-            acks=self.acks,
-            events=self.events,
-            gauges=gauges,
-            suspects=self.intake.suspects,
-            rollouts=self.rollouts,
-        )
-        rollouts = self.rollouts
-        reconcilers: dict[Kind, Reconciler] = {
-            Kind.TYPE: ResourceTypeReconciler(
-                self.registry, self.writer, errors, rollouts, events=self.events
-            ),
-            Kind.RESOURCE: ResourceReconciler(
-                self.registry, self.writer, errors, self.intake.holds, rollouts, events=self.events
-            ),
-            Kind.TOOL: ToolReconciler(self.registry, self.writer, errors, self.events, rollouts),
-            Kind.AGENT: agents,
-            Kind.GRANT: GrantReconciler(
-                self.registry, self.writer, errors, rollouts, events=self.events
-            ),
-        }
+        agents = self._agent_reconciler(gauges)
+        reconcilers = self._reconcilers(agents)
         self.pool = WorkerPool(self.queue, self.store, reconcilers, workers=workers)
         kinds = [(e, "") for e in k8s_api.ENDPOINTS.values()] + [(e, OWNED_SELECTOR) for e in OWNED]
         self.sweeper = Sweeper(
@@ -164,6 +137,40 @@ class Controller:
             clock=clock,
         )
         agents.namespace_terminating = lambda namespace: self.sweeper.soon()
+
+    def _agent_reconciler(self, gauges: AgentGauges) -> AgentReconciler:
+        """The agents' reconciler, on the controller's shared parts."""
+        return AgentReconciler(
+            store=self.store,
+            registry=self.registry,
+            writer=self.writer,
+            parse_errors=self.intake.parse_errors,
+            holds=self.holds,
+            bindings=self.bindings,
+            sessions=self.sessions,
+            acks=self.acks,
+            events=self.events,
+            gauges=gauges,
+            suspects=self.intake.suspects,
+            rollouts=self.rollouts,
+        )
+
+    def _reconcilers(self, agents: AgentReconciler) -> dict[Kind, Reconciler]:
+        """One reconciler per kind: ``agents`` for AgentSpecs, and the supporting kinds'."""
+        errors, rollouts, events = self.intake.parse_errors, self.rollouts, self.events
+        return {
+            Kind.TYPE: ResourceTypeReconciler(
+                self.registry, self.writer, errors, rollouts, events=events
+            ),
+            Kind.RESOURCE: ResourceReconciler(
+                self.registry, self.writer, errors, self.intake.holds, rollouts, events=events
+            ),
+            Kind.TOOL: ToolReconciler(self.registry, self.writer, errors, events, rollouts),
+            Kind.AGENT: agents,
+            Kind.GRANT: GrantReconciler(
+                self.registry, self.writer, errors, rollouts, events=events
+            ),
+        }
 
     # ------------------------------------------------------------------ intake
 

@@ -22,7 +22,6 @@ from controller.domain.workspace import WorkspaceView
 from controller.k8s import api, builders
 from controller.k8s.api import ApiError
 from controller.reconcile.acks import Acknowledgements
-from controller.reconcile.compact import data_of
 from controller.reconcile.passes import Pass
 from controller.reconcile.result import earliest
 from controller.reconcile.store import Store, key_of, resource_version

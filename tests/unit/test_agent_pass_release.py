@@ -166,7 +166,7 @@ async def test_a_vanished_holders_hold_waits_for_its_session_pod_to_stop() -> No
     assert ("leases", NS, LEASE) in fake.objects  # still held: the pod runs
     await run(c, "b")  # the claimant does not reclaim the hold of a gone holder yet
     assert fake.objects[("leases", NS, LEASE)]["spec"]["holderIdentity"] == f"{NS}/a"
-    assert c.store.get(api.AGENTS, f"{NS}/b")["status"]["state"] == "Waiting"  # type: ignore[index]
+    assert c.store.status(api.AGENTS, f"{NS}/b")["state"] == "Waiting"
 
     c.observe(api.PODS, pod, deleted=True)  # the pod is gone: a and the claimant are looked at
     assert c.queue.drain() >= {Request.agent(f"{NS}/a"), Request.agent(f"{NS}/b")}
@@ -216,9 +216,7 @@ async def test_an_orphaned_session_pod_still_holds_a_releasing_agents_work() -> 
     await run(c, "a")
     assert ("leases", NS, LEASE) in fake.objects
     assert ("create", "statefulsets", "a-session") in fake.writes  # the session is recreated
-    a = c.store.get(api.AGENTS, f"{NS}/a")
-    assert a is not None
-    assert a["status"]["delivery"]["podUID"] == pod["metadata"]["uid"]
+    assert c.store.status(api.AGENTS, f"{NS}/a")["delivery"]["podUID"] == pod["metadata"]["uid"]
 
 
 async def test_a_later_agents_pods_do_not_hold_up_an_earlier_agents_hold() -> None:

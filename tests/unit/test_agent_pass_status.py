@@ -84,7 +84,7 @@ async def test_the_agents_own_object_without_its_labels_is_labelled_again() -> N
     assert cm["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "bindery"
     assert cm["metadata"]["labels"]["bindery.dev/agent"] == "a"
     assert cm["data"]["bindings.json"] != "stale"
-    assert c.store.get(api.AGENTS, f"{NS}/a")["status"]["state"] == "Idle"  # type: ignore[index]
+    assert c.store.status(api.AGENTS, f"{NS}/a")["state"] == "Idle"
 
 
 def test_only_another_uid_of_the_same_name_is_a_transient_owner() -> None:

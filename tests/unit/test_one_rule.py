@@ -50,9 +50,9 @@ def cond(st_: Body, type_: str) -> Body:
 
 
 def status_of(c: Controller, name: str, endpoint: api.Endpoint = api.AGENTS) -> Body:
-    body = c.store.get(endpoint, f"{NS}/{name}" if endpoint.namespaced else name)
-    assert body is not None
-    return dict(body.get("status") or {})
+    key = f"{NS}/{name}" if endpoint.namespaced else name
+    assert c.store.get(endpoint, key) is not None
+    return c.store.status(endpoint, key)
 
 
 # ------------------------------------------------------------------------------- pure rows

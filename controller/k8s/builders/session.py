@@ -66,19 +66,7 @@ def session_workload(
     """
     labels = agent_labels(agent, SESSION_COMPONENT)
     selector = {AGENT_LABEL: agent.meta.name, COMPONENT_LABEL: SESSION_COMPONENT}
-    env = [{"name": BINDINGS_ENV, "value": f"{BINDINGS_MOUNT}/{BINDINGS_FILE}"}]
-    if runtime.model:
-        env.append({"name": "BINDERY_MODEL", "value": runtime.model})
-    if runtime.instructions:
-        env.append({"name": "BINDERY_INSTRUCTIONS", "value": runtime.instructions})
-    if delivery is not None:
-        env.append({"name": ack.ACK_ENV, "value": f"{ack.ACK_MOUNT}/{ack.ACK_FILE}"})
-        if runtime.mcp is not None:
-            env.append({"name": MCP_URL_ENV, "value": mcp_url(runtime.mcp)})
-    if runtime.workspace is not None:
-        env.append({"name": WORKSPACE_ENV, "value": runtime.workspace.mount_path})
-    reserved = {e["name"] for e in env}
-    env += [{"name": e.name, "value": e.value} for e in runtime.env if e.name not in reserved]
+    env = runtime_env(runtime, delivery)
     mounts = [{"name": BINDINGS_VOLUME, "mountPath": BINDINGS_MOUNT, "readOnly": True}]
     if delivery is not None:
         mounts.append({"name": ACK_VOLUME, "mountPath": ack.ACK_MOUNT})
@@ -145,6 +133,24 @@ def session_workload(
             },
         },
     }
+
+
+def runtime_env(runtime: Runtime, delivery: SessionDelivery | None) -> list[dict[str, str]]:
+    """The runtime container's environment: where its bindings, acknowledgement, MCP adapter and
+    workspace are, then the spec's own variables (never one of those names)."""
+    env = [{"name": BINDINGS_ENV, "value": f"{BINDINGS_MOUNT}/{BINDINGS_FILE}"}]
+    if runtime.model:
+        env.append({"name": "BINDERY_MODEL", "value": runtime.model})
+    if runtime.instructions:
+        env.append({"name": "BINDERY_INSTRUCTIONS", "value": runtime.instructions})
+    if delivery is not None:
+        env.append({"name": ack.ACK_ENV, "value": f"{ack.ACK_MOUNT}/{ack.ACK_FILE}"})
+        if runtime.mcp is not None:
+            env.append({"name": MCP_URL_ENV, "value": mcp_url(runtime.mcp)})
+    if runtime.workspace is not None:
+        env.append({"name": WORKSPACE_ENV, "value": runtime.workspace.mount_path})
+    reserved = {e["name"] for e in env}
+    return env + [{"name": e.name, "value": e.value} for e in runtime.env if e.name not in reserved]
 
 
 def session_pod_of(pod: dict[str, Any], agent_name: str, agent_uid: str = "") -> bool:
