@@ -153,10 +153,18 @@ def test_a_releasing_holders_orphaned_session_keeps_the_work_until_it_is_gone(
             "--wait=false",
         )  # fmt: skip
 
+        first_owner = {r["uid"] for r in pod["metadata"].get("ownerReferences") or []}
+
         def orphaned() -> bool:
+            """The same pod, no longer owned by the StatefulSet that was deleted: orphaned, or
+            already adopted by the recreated StatefulSet (which can happen between two polls)."""
             current = get(cluster, "pod", namespace, pod_name("a"))
             refs = ((current or {}).get("metadata") or {}).get("ownerReferences") or []
-            return current is not None and uid(current) == uid(pod) and not refs
+            return (
+                current is not None
+                and uid(current) == uid(pod)
+                and not first_owner & {r["uid"] for r in refs}
+            )
 
         wait_for(orphaned, what="a's pod to be orphaned")
         still_held_while_the_pod_exists(cluster, namespace, pod)
