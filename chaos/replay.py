@@ -531,7 +531,9 @@ def _check_status(out: FinalState, name: str, agent: Body, holds: dict[str, str]
         return None
     state = status.get("state")
     if uri is None:
-        if state not in ("Idle", "Error"):
+        # Without work an agent is Idle, or Suspended if its runtime has an idle policy.
+        suspends = bool(((agent.get("spec") or {}).get("runtime") or {}).get("idle"))
+        if state not in ("Idle", "Error") and not (state == "Suspended" and suspends):
             out.inconsistent.append(f"{name}: no work but state {state}")
         return None
     if state == "Error":

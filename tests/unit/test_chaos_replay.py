@@ -206,6 +206,19 @@ def test_final_state_converged_and_stuck() -> None:
     assert "b" in stuck.stuck[0]
 
 
+def test_an_agent_without_work_is_suspended_only_with_an_idle_policy() -> None:
+    """An agent whose runtime has an idle policy rests Suspended without work (converged); one
+    without such a policy must not."""
+    idle_policy = agent_obj("a", None, "Suspended")
+    idle_policy["spec"]["runtime"] = {"image": "i", "idle": {"suspendAfterSeconds": 5}}
+    assert final_state([idle_policy], [], []).converged
+    no_policy = agent_obj("b", None, "Suspended")
+    no_policy["spec"]["runtime"] = {"image": "i"}
+    result = final_state([no_policy], [], [])
+    assert not result.converged
+    assert result.inconsistent == ["b: no work but state Suspended"]
+
+
 def test_final_state_lost_update() -> None:
     lagging = agent_obj("a", X, "Working")
     lagging["metadata"]["generation"] = 3
