@@ -8,6 +8,7 @@ record the library writes. The public surface of ``bindery_session`` is pinned h
 from __future__ import annotations
 
 import asyncio
+import enum
 import json
 import sys
 import threading
@@ -31,6 +32,8 @@ from bindery_session import wire as session_wire
 from bindery_session._inotify import open_watch
 from bindery_session.files import write_atomically
 from bindery_session.testing import FakeBindings
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from controller.domain import acknowledgement as ack
 from controller.domain import delivery
@@ -381,3 +384,54 @@ async def test_a_change_while_the_consumer_works_does_not_spin_the_event_loop(
             stop.set()
     assert seen[-1] == "git://r2"
     assert busy < 0.15, f"the event loop used {busy:.2f} s of CPU in 0.3 s while idle"
+
+
+# The canonical text, byte for byte: json.dumps(indent=2, sort_keys=True, ensure_ascii=False).
+
+_JSON_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**80), max_value=2**80)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(st.characters(blacklist_categories=()), max_size=12)  # surrogates and controls too
+)
+_JSON_VALUES = st.recursive(
+    _JSON_SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.text(max_size=6), inner, max_size=4)
+        | st.tuples(inner, inner)
+    ),
+    max_leaves=30,
+)
+
+
+def _reference(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+@given(st.dictionaries(st.text(max_size=8), _JSON_VALUES, max_size=6))
+@settings(max_examples=400, deadline=None)
+def test_render_writes_exactly_what_json_dumps_writes(document: dict[str, Any]) -> None:
+    assert session_wire.render(document) == _reference(document)
+
+
+class _Color(enum.StrEnum):
+    RED = "red"
+
+
+class _Level(enum.IntEnum):
+    HIGH = 3
+
+
+def test_render_writes_subclasses_and_odd_keys_as_json_dumps_does() -> None:
+    """str and int subclasses as their values; a non-string key (left to json.dumps, which
+    writes it as a string); a value outside JSON raises as json.dumps raises."""
+    for document in (
+        {"color": _Color.RED, "level": _Level.HIGH, "flag": True, "ratio": 1e16},
+        {"nested": {"b": [], "a": {}, "c": [{}, []]}},
+        {"keys": {2: "two", 1: "one"}},
+    ):
+        assert session_wire.render(document) == _reference(document)
+    with pytest.raises(TypeError, match="set is not JSON serializable"):
+        session_wire.render({"bad": {1, 2}})
