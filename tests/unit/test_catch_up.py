@@ -205,3 +205,32 @@ async def test_the_first_listing_is_swept_once_catching_up_read_objects_itself(
     assert "team/a" in store.of(api.AGENTS)
     s.listed(api.AGENTS, f"{NS}/b")
     assert sweeps == [api.AGENTS]
+
+
+async def test_looking_takes_a_bounded_share_of_the_loop(
+    clock: VirtualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A look over a large remainder is slow: the next one waits in proportion, not ``poll``."""
+    from controller.reconcile import catchup
+
+    server = ListingApi({f"a{i}": body(f"a{i}", 100 + i) for i in range(5)})
+    s, store = catching_up(server, clock)
+    listing = await s.listing()
+    looks: list[float] = []
+    ticks = iter(range(10**6))  # each look takes 1 s on the counter (the scan's cost)
+
+    def perf_counter() -> float:
+        return float(next(ticks))
+
+    real_behind = catchup.behind
+
+    def counted(stored: dict[str, Body], listed: dict[str, str]) -> dict[str, str]:
+        looks.append(clock.now())
+        return real_behind(stored, listed)
+
+    monkeypatch.setattr(catchup, "perf_counter", perf_counter)
+    monkeypatch.setattr(catchup, "behind", counted)
+    await clock.run(s.catch_up(listing, stall=60.0, poll=0.01), 100.0)
+    pauses = [b - a for a, b in zip(looks, looks[1:], strict=False)]
+    assert pauses and min(pauses) >= catchup.POLL_SHARE * 1.0  # not the 0.01 s poll
+    assert len(store.of(api.AGENTS)) == 5  # settled after the stall all the same
