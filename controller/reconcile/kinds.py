@@ -51,7 +51,7 @@ async def write_status(writer: Writer, pass_: Pass, body: Body, new: Body) -> bo
     too large) is raised with the fields it names noted on the error (:func:`failure.field_note`),
     so that the pass reports it by :func:`report_failure`."""
     new = fit(new)
-    if status_of(body) == new:
+    if (pass_.old if body is pass_.body else status_of(body)) == new:  # thawed once a pass
         return False
     endpoint = api.ENDPOINTS[pass_.request.kind]
     try:
