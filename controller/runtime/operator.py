@@ -43,8 +43,6 @@ log = structlog.get_logger("bindery.operator")
 
 GC_THRESHOLD = 50_000
 """Allocations between the garbage collector's youngest-generation collections."""
-FREEZE_PERIOD = 1.0
-"""Seconds between two freezes of the view while the start-up listing delivers it."""
 
 
 async def login(**kwargs: Any) -> kopf.ConnectionInfo | kopf.AiohttpSession | None:
@@ -124,13 +122,9 @@ def build_registry(settings: Settings, stop: asyncio.Event) -> kopf.OperatorRegi
             # What exists now, listed while kopf lists the bodies (it starts watching once this
             # handler returns); a follower keeps its view current too, so it catches up before
             # it campaigns.
-            # The world is long-lived: move it out of the collector's generations as it
-            # arrives, so full collections do not walk every cached object again and again.
-            freezing = asyncio.create_task(_freeze_while_listing())
-            try:
-                await controller.catch_up(await _list_until_answered(controller))
-            finally:
-                freezing.cancel()
+            await controller.catch_up(await _list_until_answered(controller))
+            # The world is long-lived: move it out of the collector's generations so full
+            # collections do not walk every cached object again and again.
             gc.freeze()
             if elector is None:
                 await lead()
@@ -176,15 +170,6 @@ async def _list_until_answered(controller: Controller, retry: float = 2.0) -> Li
                 retry_seconds=retry,
             )
             await asyncio.sleep(retry)
-
-
-async def _freeze_while_listing(period: float = FREEZE_PERIOD) -> None:
-    """Move what the listing delivered so far out of the collector's generations, every
-    ``period`` seconds: at 50,000 agents the view grows to millions of objects while kopf lists,
-    and each full collection would walk all of them again."""
-    while True:
-        await asyncio.sleep(period)
-        gc.freeze()
 
 
 def _stop_on_failure(task: asyncio.Task[None], stop: asyncio.Event) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import inspect
 import threading
 from typing import Any
@@ -131,15 +130,3 @@ async def test_the_start_up_listing_is_tried_again_while_the_api_server_is_away(
     )
     assert found == {api.AGENTS: {"team/a": "7"}}
     assert controller.calls == 3
-
-
-async def test_the_view_is_frozen_out_of_the_collector_while_the_listing_delivers_it() -> None:
-    gc.unfreeze()
-    try:
-        arrived = [{"metadata": {"name": f"a{i}"}} for i in range(1000)]  # the listing so far
-        freezing = asyncio.create_task(operator._freeze_while_listing(period=0.01))
-        await asyncio.sleep(0.05)
-        freezing.cancel()
-        assert gc.get_freeze_count() >= len(arrived)
-    finally:
-        gc.unfreeze()
