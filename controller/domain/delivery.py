@@ -13,7 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from bindery_session.wire import (
+    API_VERSION,
     BINDINGS_FILE,
+    KIND,
     AgentRef,
     Bindings,
     DeliveredBinding,
@@ -51,6 +53,18 @@ def _resource(resource: BoundResource) -> DeliveredResource:
     )
 
 
+def _withheld(resolution: AgentResolution, deliver_work: bool) -> tuple[str | None, bool]:
+    """The work URI withheld from the document (None when none is), and whether another role
+    binds it too (slots filled from it then keep it)."""
+    work = next((d for d in resolution.direct if d.name == WORK_ROLE), None)
+    hidden = work.uri if work is not None and not deliver_work else None
+    carried = hidden is not None and any(
+        d.name != WORK_ROLE and d.uri == hidden and d.state is BindingState.BOUND
+        for d in resolution.direct
+    )
+    return hidden, carried
+
+
 def delivered_bindings(
     agent: AgentObject,
     resolution: AgentResolution,
@@ -66,12 +80,7 @@ def delivered_bindings(
     Exclusivity is about the work role: a URI the agent also binds under another role (a reviewer
     reading the issue) stays delivered there, and in the slots filled from it.
     """
-    work = next((d for d in resolution.direct if d.name == WORK_ROLE), None)
-    hidden = work.uri if work is not None and not deliver_work else None
-    carried = hidden is not None and any(
-        d.name != WORK_ROLE and d.uri == hidden and d.state is BindingState.BOUND
-        for d in resolution.direct
-    )
+    hidden, carried = _withheld(resolution, deliver_work)
     token = (
         Fence(uid=fence.uid, resource_version=fence.resource_version) if fence is not None else None
     )
@@ -114,8 +123,69 @@ def bindings_document(
     deliver_work: bool,
     fence: Hold | None = None,
 ) -> dict[str, Any]:
-    """:func:`delivered_bindings` as JSON values (what :func:`render` turns into the file)."""
-    return delivered_bindings(agent, resolution, deliver_work=deliver_work, fence=fence).document()
+    """:func:`delivered_bindings` as JSON values (what :func:`render` turns into the file).
+
+    Built directly, equal to ``delivered_bindings(...).document()`` key for key and in the same
+    order (tests/unit/test_delivery.py checks it): every pass of every agent builds one, and
+    validating a score of wire models only to dump them again took most of its cost.
+    """
+    hidden, carried = _withheld(resolution, deliver_work)
+    token = (
+        {"uid": fence.uid, "resourceVersion": fence.resource_version} if fence is not None else None
+    )
+    resources: list[dict[str, Any]] = []
+    for d in resolution.direct:
+        if hidden is not None and d.name == WORK_ROLE:
+            continue
+        binding: dict[str, Any] = {
+            "name": d.name,
+            "tag": d.tag,
+            "uri": d.uri,
+            "state": d.state.value,
+        }
+        if d.resource is not None:
+            binding["resource"] = _resource_document(d.resource)
+        if token is not None and d.name == WORK_ROLE:
+            binding["hold"] = dict(token)
+        resources.append(binding)
+    tools: dict[str, list[dict[str, Any]]] = {}
+    for s in resolution.slots:
+        slot: dict[str, Any] = {
+            "name": s.slot,
+            "mode": s.mode.value,
+            "access": s.access.value,
+            "resourceType": s.resource_type,
+            "state": s.state.value,
+        }
+        if s.resource is not None and (s.resource.uri != hidden or carried):
+            slot["resource"] = _resource_document(s.resource)
+        tools.setdefault(s.tool, []).append(slot)
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "agent": {"namespace": agent.meta.namespace, "name": agent.meta.name},
+        "resources": resources,
+        "tools": [{"name": name, "slots": slots} for name, slots in tools.items()],
+    }
+
+
+def _resource_document(resource: BoundResource) -> dict[str, Any]:
+    """:func:`_resource` as the document carries it: its empty fields left out but for
+    ``uri`` and ``type`` (:class:`DeliveredResource`'s serializer)."""
+    out: dict[str, Any] = {"uri": resource.uri, "type": resource.type}
+    if resource.alias:
+        out["alias"] = resource.alias
+    if resource.name:
+        out["name"] = resource.name
+    if resource.namespace:
+        out["namespace"] = resource.namespace
+    if resource.uid:
+        out["uid"] = resource.uid
+    if resource.attributes:
+        out["attributes"] = dict(resource.attributes)
+    if resource.grant:
+        out["grant"] = resource.grant
+    return out
 
 
 def delivered_work_uris(rendered: str) -> set[str]:

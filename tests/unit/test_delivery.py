@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from controller.domain.delivery import (
     BINDINGS_FILE,
     bindings_document,
+    delivered_bindings,
     delivered_work_uris,
     render,
     without_work,
@@ -32,6 +33,7 @@ from controller.domain.results import (
     SlotResult,
 )
 from controller.domain.status import binding_rows
+from controller.domain.work import Hold
 
 URI = "github-issue://example/project/123"
 SRC = "file:///src/project"
@@ -305,3 +307,56 @@ def test_a_resources_attributes_are_delivered_to_the_session_but_not_shown_in_st
     shown = binding_rows(res)[0]["resource"]
     assert "attributes" not in shown
     assert shown["uri"] == SRC
+
+
+FENCED = Hold(
+    uri=URI, holder="team/alice", holder_uid="uid-alice", uid="lease", resource_version="9"
+)
+GRANTED = BoundResource(
+    uri="s3://other/bucket",
+    type="fs-directory",
+    alias="data",
+    name="bucket",
+    namespace="other",
+    uid="u-bucket",
+    attributes={"region": "eu", "tier": "cold"},
+    grant="other/share",
+)
+
+
+def _variants() -> list[AgentResolution]:
+    """Resolutions that exercise every branch of the document: a withheld work URI bound under
+    another role too, resources with every field empty or set, slots without a resource."""
+    base = resolution()
+    carried = AgentResolution(
+        agent="team/alice",
+        direct=[direct("work", URI), direct("reviewing", URI), direct("data", GRANTED.uri)],
+        slots=[
+            slot("tracker", "issue", WORK_RES),
+            slot("store", "bucket", GRANTED, access=Access.WRITE_ONLY),
+            slot("store", "spare", None, state=BindingState.UNBOUND),
+        ],
+    )
+    errored = DirectResult(
+        name="work", tag="github-issue", uri=URI, state=BindingState.ERROR, message="no such type"
+    )
+    return [
+        base,
+        carried,
+        base.model_copy(update={"direct": [errored]}),
+        AgentResolution(agent="team/alice"),
+    ]
+
+
+@pytest.mark.parametrize("deliver", [True, False])
+@pytest.mark.parametrize("fence", [None, FENCED])
+@pytest.mark.parametrize("variant", range(4))
+def test_the_document_is_the_wire_models_dump_key_for_key_and_in_order(
+    deliver: bool, fence: Hold | None, variant: int
+) -> None:
+    """bindings_document builds the JSON values directly: exactly what the wire models dump."""
+    res = _variants()[variant]
+    built = bindings_document(AGENT, res, deliver_work=deliver, fence=fence if deliver else None)
+    model = delivered_bindings(AGENT, res, deliver_work=deliver, fence=fence if deliver else None)
+    assert json.dumps(built) == json.dumps(model.document())  # equal, keys in the same order
+    assert render(built) == model.render()
