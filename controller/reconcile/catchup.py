@@ -24,8 +24,8 @@ from controller.reconcile.store import Store, key_of, resource_version
 
 log = structlog.get_logger("bindery.resync")
 
-POLL_SHARE = 20
-"""Catching up pauses at least this many times as long as its last look took (≤ 5 % of the loop)."""
+POLL_SHARE = 50
+"""Catching up pauses at least this many times as long as its last look took (≤ 2 % of the loop)."""
 
 Listing = dict[api.Endpoint, dict[str, str]]
 """What a metadata LIST showed: ``namespace/name`` -> resourceVersion, by endpoint."""

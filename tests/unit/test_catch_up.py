@@ -230,7 +230,7 @@ async def test_looking_takes_a_bounded_share_of_the_loop(
 
     monkeypatch.setattr(catchup, "perf_counter", perf_counter)
     monkeypatch.setattr(catchup, "behind", counted)
-    await clock.run(s.catch_up(listing, stall=60.0, poll=0.01), 100.0)
+    await clock.run(s.catch_up(listing, stall=60.0, poll=0.01), 10 * catchup.POLL_SHARE)
     pauses = [b - a for a, b in zip(looks, looks[1:], strict=False)]
     assert pauses and min(pauses) >= catchup.POLL_SHARE * 1.0  # not the 0.01 s poll
     assert len(store.of(api.AGENTS)) == 5  # settled after the stall all the same
