@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from controller.domain.results import AgentResolution, BindingState
-from controller.domain.status.fields import resource_field
+from controller.domain.status.fields import candidate_field, resource_field
 from controller.domain.work import WorkPlan, WorkState
 
 MAX_CANDIDATES = 20
@@ -75,10 +75,7 @@ def binding_rows(resolution: AgentResolution, work: WorkPlan | None = None) -> l
         if s.message:
             row["message"] = s.message
         if s.candidates:
-            row["candidates"] = [
-                c.model_dump(mode="json", by_alias=True, exclude_defaults=True)
-                for c in s.candidates[:MAX_CANDIDATES]
-            ]
+            row["candidates"] = [candidate_field(c) for c in s.candidates[:MAX_CANDIDATES]]
             if len(s.candidates) > MAX_CANDIDATES:
                 row["candidatesOmitted"] = len(s.candidates) - MAX_CANDIDATES
         rows.append(row)
