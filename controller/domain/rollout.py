@@ -261,8 +261,14 @@ def count(
     applied = pending = refused = suspended = 0
     lagging: list[Laggard] = []
     stale: list[str] = []
+    current = Source(kind, key, generation)
     for agent, entry in sorted(dependents):
-        read = next((s.generation for s in entry.sources if s.kind is kind and s.key == key), None)
+        if current in entry.sources:  # the common case, without a scan of its sources
+            read: int | None = generation
+        else:
+            read = next(
+                (s.generation for s in entry.sources if s.kind is kind and s.key == key), None
+            )
         if read is None:
             continue
         if entry.state is AgentState.SUSPENDED:

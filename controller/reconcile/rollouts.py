@@ -162,8 +162,13 @@ class Rollouts:
             after = entry.sources if entry is not None else frozenset()
             for source in before - after:
                 self._unfile(source, agent)
-            for source in after - before:
-                self._dependents.setdefault((source.kind, source.key), set()).add(agent)
+            dependents = self._dependents
+            for source in after - before:  # a set made only when the object has none yet
+                filed = (source.kind, source.key)
+                agents = dependents.get(filed)
+                if agents is None:
+                    agents = dependents[filed] = set()
+                agents.add(agent)
             if old is not None:
                 self._tally(old, -1)
             if entry is None:
@@ -184,13 +189,16 @@ class Rollouts:
 
     def _tally(self, entry: AgentRollout, step: int) -> None:
         """Count ``entry`` in (``step`` 1) or out (-1) of its objects' settled dependents."""
+        settled = self._settled
         for key, generation in _settled(entry):
-            counts = self._settled.setdefault(key, Counter())
+            counts = settled.get(key)
+            if counts is None:  # not setdefault: a Counter made per source cost most of a tally
+                counts = settled[key] = Counter()
             counts[generation] += step
             if counts[generation] <= 0:
                 del counts[generation]
                 if not counts:
-                    del self._settled[key]
+                    del settled[key]
 
     def _complete(self, kind: Kind, key: str) -> bool:
         """Whether nothing of the object's rollout at its current generation is pending (what

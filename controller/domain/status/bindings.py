@@ -84,7 +84,7 @@ def binding_rows(resolution: AgentResolution, work: WorkPlan | None = None) -> l
 
 def binding_counts(resolution: AgentResolution) -> dict[str, int]:
     """How many of an agent's bindings (direct and slots) are in each state."""
-    counts: dict[str, int] = {}
+    by_state: dict[BindingState, int] = {}  # each state's value read once, not once a binding
     for state in [d.state for d in resolution.direct] + [s.state for s in resolution.slots]:
-        counts[state.value] = counts.get(state.value, 0) + 1
-    return counts
+        by_state[state] = by_state.get(state, 0) + 1
+    return {state.value: n for state, n in by_state.items()}

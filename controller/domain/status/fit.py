@@ -38,9 +38,14 @@ _CONDITIONS = "conditions"
 _BINDINGS = "bindings"
 
 
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+"""``json.dumps(separators=(",", ":"), ensure_ascii=False)``, made once: every status of every
+pass is measured, and ``json.dumps`` with options makes a new encoder per call."""
+
+
 def size(status: dict[str, Any]) -> int:
     """The bytes ``status`` takes on the wire (compact JSON, UTF-8)."""
-    return len(json.dumps(status, separators=(",", ":"), ensure_ascii=False).encode())
+    return len(_COMPACT.encode(status).encode())
 
 
 def clip(text: str, limit: int) -> str:
