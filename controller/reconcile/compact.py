@@ -48,7 +48,8 @@ def freeze(value: Any) -> bytes:
 
 def thaw(frozen: bytes) -> Any:
     """The value :func:`freeze` froze (equal to it, of the same JSON types)."""
-    return json.loads(zlib.decompress(frozen))
+    # Decoded as the UTF-8 it was frozen as: json.loads would first guess the encoding of bytes.
+    return json.loads(zlib.decompress(frozen).decode())
 
 
 def compact(body: Body, *, frozen: str = "") -> Body:
