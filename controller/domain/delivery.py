@@ -28,6 +28,7 @@ from bindery_session.wire import (
 
 from controller.domain.models import WORK_ROLE, AgentObject
 from controller.domain.results import AgentResolution, BindingState, BoundResource
+from controller.domain.status.fields import resource_field
 from controller.domain.work import Hold
 
 __all__ = [
@@ -125,8 +126,8 @@ def bindings_document(
 ) -> dict[str, Any]:
     """:func:`delivered_bindings` as JSON values (what :func:`render` turns into the file).
 
-    Built directly, equal to ``delivered_bindings(...).document()`` key for key and in the same
-    order (tests/unit/test_delivery.py checks it): every pass of every agent builds one, and
+    Built directly, equal to ``delivered_bindings(...).document()`` and rendered to the same text
+    (tests/unit/test_delivery.py checks it): every pass of every agent builds one, and
     validating a score of wire models only to dump them again took most of its cost.
     """
     hidden, carried = _withheld(resolution, deliver_work)
@@ -144,7 +145,7 @@ def bindings_document(
             "state": d.state.value,
         }
         if d.resource is not None:
-            binding["resource"] = _resource_document(d.resource)
+            binding["resource"] = resource_field(d.resource, attributes=True)
         if token is not None and d.name == WORK_ROLE:
             binding["hold"] = dict(token)
         resources.append(binding)
@@ -158,7 +159,7 @@ def bindings_document(
             "state": s.state.value,
         }
         if s.resource is not None and (s.resource.uri != hidden or carried):
-            slot["resource"] = _resource_document(s.resource)
+            slot["resource"] = resource_field(s.resource, attributes=True)
         tools.setdefault(s.tool, []).append(slot)
     return {
         "apiVersion": API_VERSION,
@@ -167,25 +168,6 @@ def bindings_document(
         "resources": resources,
         "tools": [{"name": name, "slots": slots} for name, slots in tools.items()],
     }
-
-
-def _resource_document(resource: BoundResource) -> dict[str, Any]:
-    """:func:`_resource` as the document carries it: its empty fields left out but for
-    ``uri`` and ``type`` (:class:`DeliveredResource`'s serializer)."""
-    out: dict[str, Any] = {"uri": resource.uri, "type": resource.type}
-    if resource.alias:
-        out["alias"] = resource.alias
-    if resource.name:
-        out["name"] = resource.name
-    if resource.namespace:
-        out["namespace"] = resource.namespace
-    if resource.uid:
-        out["uid"] = resource.uid
-    if resource.attributes:
-        out["attributes"] = dict(resource.attributes)
-    if resource.grant:
-        out["grant"] = resource.grant
-    return out
 
 
 def delivered_work_uris(rendered: str) -> set[str]:
