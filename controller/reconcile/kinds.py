@@ -50,8 +50,11 @@ async def write_status(writer: Writer, pass_: Pass, body: Body, new: Body) -> bo
     A write the API server refuses (a value the CRD's status schema does not take, a status
     too large) is raised with the fields it names noted on the error (:func:`failure.field_note`),
     so that the pass reports it by :func:`report_failure`."""
+    old = pass_.old if body is pass_.body else status_of(body)  # thawed once a pass
+    if old == new:  # already so (a status this pass wrote fitted): not measured again
+        return False
     new = fit(new)
-    if (pass_.old if body is pass_.body else status_of(body)) == new:  # thawed once a pass
+    if old == new:
         return False
     endpoint = api.ENDPOINTS[pass_.request.kind]
     try:
