@@ -28,7 +28,6 @@ from bindery_session.wire import (
 
 from controller.domain.models import WORK_ROLE, AgentObject
 from controller.domain.results import AgentResolution, BindingState, BoundResource
-from controller.domain.status.fields import resource_field
 from controller.domain.work import Hold
 
 __all__ = [
@@ -145,7 +144,7 @@ def bindings_document(
             "state": d.state.value,
         }
         if d.resource is not None:
-            binding["resource"] = resource_field(d.resource, attributes=True)
+            binding["resource"] = d.resource.fields(attributes=True)
         if token is not None and d.name == WORK_ROLE:
             binding["hold"] = dict(token)
         resources.append(binding)
@@ -159,7 +158,7 @@ def bindings_document(
             "state": s.state.value,
         }
         if s.resource is not None and (s.resource.uri != hidden or carried):
-            slot["resource"] = resource_field(s.resource, attributes=True)
+            slot["resource"] = s.resource.fields(attributes=True)
         tools.setdefault(s.tool, []).append(slot)
     return {
         "apiVersion": API_VERSION,

@@ -109,6 +109,30 @@ class BoundResource(ResultModel):
     """For a Resource of another namespace, the ResourceGrant (``namespace/name``) that lets it
     be bound; empty for a Resource of the referrer's own namespace."""
 
+    def fields(self, *, attributes: bool = False) -> dict[str, Any]:
+        """Its JSON fields, empty ones left out but for ``uri`` and ``type``; ``attributes``
+        for the bindings document (whose keys are sorted when rendered), not for status.
+
+        What ``model_dump(mode="json", by_alias=True, exclude_defaults=True, exclude=...)``
+        gives, key for key and in order (tests/unit/test_status_fields.py checks it), built
+        directly: every status row and every document has one, and a dump costs several times
+        the dict.
+        """
+        out: dict[str, Any] = {"uri": self.uri, "type": self.type}
+        if self.alias:
+            out["alias"] = self.alias
+        if self.name:
+            out["name"] = self.name
+        if self.namespace:
+            out["namespace"] = self.namespace
+        if self.uid:
+            out["uid"] = self.uid
+        if self.grant:
+            out["grant"] = self.grant
+        if attributes and self.attributes:
+            out["attributes"] = dict(self.attributes)
+        return out
+
 
 class Candidate(ResultModel):
     """One resource considered for a slot, and why it was or was not chosen."""

@@ -427,11 +427,12 @@ class _Level(enum.IntEnum):
 def test_render_writes_subclasses_and_odd_keys_as_json_dumps_does() -> None:
     """str and int subclasses as their values; a non-string key (left to json.dumps, which
     writes it as a string); a value outside JSON raises as json.dumps raises."""
-    for document in (
+    documents: list[dict[str, Any]] = [
         {"color": _Color.RED, "level": _Level.HIGH, "flag": True, "ratio": 1e16},
         {"nested": {"b": [], "a": {}, "c": [{}, []]}},
         {"keys": {2: "two", 1: "one"}},
-    ):
+    ]
+    for document in documents:
         assert session_wire.render(document) == _reference(document)
     with pytest.raises(TypeError, match="set is not JSON serializable"):
         session_wire.render({"bad": {1, 2}})

@@ -15,28 +15,10 @@ PENDING_STATE = "Pending"
 Resource or ResourceType, or a ResourceGrant (kstatus InProgress: Reconciling=True)."""
 
 
-def resource_field(resource: BoundResource, *, attributes: bool = False) -> dict[str, Any]:
-    """A bound resource as a status shows it (its attributes are left to the bindings document,
-    which asks for them with ``attributes``; the document's keys are sorted when rendered).
-
-    What ``model_dump(mode="json", by_alias=True, exclude_defaults=True, exclude={"attributes"})``
-    gives, key for key and in order (tests/unit/test_status_fields.py checks it), built directly:
-    every row of every agent's status has one, and a dump costs several times the dict.
-    """
-    out: dict[str, Any] = {"uri": resource.uri, "type": resource.type}
-    if resource.alias:
-        out["alias"] = resource.alias
-    if resource.name:
-        out["name"] = resource.name
-    if resource.namespace:
-        out["namespace"] = resource.namespace
-    if resource.uid:
-        out["uid"] = resource.uid
-    if resource.grant:
-        out["grant"] = resource.grant
-    if attributes and resource.attributes:
-        out["attributes"] = dict(resource.attributes)
-    return out
+def resource_field(resource: BoundResource) -> dict[str, Any]:
+    """A bound resource as a status shows it (its attributes are left to the bindings document):
+    :meth:`BoundResource.fields`."""
+    return resource.fields()
 
 
 def candidate_field(candidate: Candidate) -> dict[str, Any]:
