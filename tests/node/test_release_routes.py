@@ -66,8 +66,12 @@ def last_seen(cluster: Cluster, namespace: str, pod: dict[str, Any], uri: str) -
         if (current.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             return seen  # its containers have stopped: the session no longer runs
         seen = now
+        # The pod was there when read, after ``now``: b applying the work before ``now`` is
+        # b working beside a. (Read next, b's log may already show the work applied after the
+        # pod went in between: that is the handoff, judged by the caller.)
         got = probe.applied(cluster.kubectl, namespace, pod_name("b"))
-        assert all(a.fields["work"] != uri for a in got), "b got the work while a's pod ran"
+        early = [a.t for a in got if a.fields["work"] == uri and a.t <= now]
+        assert not early, f"b got the work at {early} while a's pod ran (seen at {now})"
         time.sleep(0.5)
     raise AssertionError("a's old pod never went")
 
