@@ -124,6 +124,10 @@ def test_a_releasing_holders_orphaned_session_keeps_the_work_until_its_process_i
     print(f"\nStatefulSet orphaned: b applied the work {got.t - gone:.2f} s after a's pod went")
     assert got.t > gone, "b applied the work while a's old pod still existed"
     successor = running_pod(cluster, namespace, "a", not_uid=pod["metadata"]["uid"], timeout=120)
-    applied = probe.applied(cluster.kubectl, namespace, successor["metadata"]["name"])
-    assert applied, "a's new session applied nothing"
+    applied = wait_for(  # Running is before its process applied its first document
+        lambda: probe.applied(cluster.kubectl, namespace, successor["metadata"]["name"]),
+        timeout=60,
+        interval=0.5,
+        what="a's new session to apply its first document",
+    )
     assert all(a.fields["work"] is None for a in applied), applied
