@@ -12,7 +12,7 @@ import json
 import os
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -39,6 +39,8 @@ AUTH_TTL = 5.0
 """Seconds a bearer token read from the client's configuration is reused."""
 LIST_PAGE = 500
 """Objects per LIST page: the start-up LIST's and kopf's own listing's."""
+WATCH_TIMEOUT = 300
+"""Seconds after which the API server ends a watch (the watcher starts the next at once)."""
 
 
 NAMESPACE_TERMINATING = "NamespaceTerminating"
@@ -261,6 +263,34 @@ def _ssl_context(cfg: client.Configuration) -> ssl.SSLContext:
     return ctx
 
 
+def _decoded(raw: bytes) -> dict[str, Any]:
+    """A response body as a JSON object (an unreadable one as its first bytes, for people)."""
+    try:
+        decoded = json.loads(raw) if raw else {}
+    except ValueError:
+        decoded = {"message": raw[:500].decode(errors="replace")}
+    return decoded if isinstance(decoded, dict) else {}
+
+
+def _unmanaged(item: Any) -> None:
+    """Drop an object's managedFields: the controller never reads them, and its view is smaller
+    without them."""
+    if isinstance(item, dict):
+        (item.get("metadata") or {}).pop("managedFields", None)
+
+
+def _event(line: bytes, path: str) -> tuple[str, dict[str, Any]]:
+    """One line of a watch: ``(type, object)``; an ``ERROR`` event raised as :class:`ApiError`."""
+    event = _decoded(line)
+    kind, body = str(event.get("type", "")), event.get("object")
+    if not isinstance(body, dict):
+        raise ApiError(500, "WATCH", path, {"message": f"not a watch event: {line[:200]!r}"})
+    if kind == "ERROR":
+        raise ApiError(int(body.get("code") or 500), "WATCH", path, body)
+    _unmanaged(body)
+    return kind, body
+
+
 class KubeApi:
     """Async JSON calls against the API server, at most ``connections`` at a time."""
 
@@ -280,6 +310,7 @@ class KubeApi:
         self._clock = clock
         self._connections = connections
         self._session: aiohttp.ClientSession | None = None
+        self._watches: aiohttp.ClientSession | None = None
         self._timeout = aiohttp.ClientTimeout(sock_connect=5, sock_read=30)
         self._auth_header: dict[str, str] = {}
         self._auth_until = 0.0
@@ -287,19 +318,30 @@ class KubeApi:
     def _open(self) -> aiohttp.ClientSession:
         """The HTTP session, made on first use (it belongs to the running event loop)."""
         if self._session is None or self._session.closed:
-            host = str(self._config.host)
-            tls = _ssl_context(self._config) if host.startswith("https:") else False
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self._connections, ssl=tls),
-                headers=CIMultiDict([("User-Agent", USER_AGENT), *self._impersonate]),
-                timeout=self._timeout,
-            )
+            self._session = self._new_session(self._connections, self._timeout)
         return self._session
 
+    def _open_watches(self) -> aiohttp.ClientSession:
+        """The session watches stream over: its own connections, as many as there are watches,
+        so a watch held open for minutes never waits for, or delays, a write."""
+        if self._watches is None or self._watches.closed:
+            self._watches = self._new_session(0, aiohttp.ClientTimeout(sock_connect=5))
+        return self._watches
+
+    def _new_session(self, limit: int, timeout: aiohttp.ClientTimeout) -> aiohttp.ClientSession:
+        host = str(self._config.host)
+        tls = _ssl_context(self._config) if host.startswith("https:") else False
+        return aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=limit, ssl=tls),
+            headers=CIMultiDict([("User-Agent", USER_AGENT), *self._impersonate]),
+            timeout=timeout,
+        )
+
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        for session in (self._session, self._watches):
+            if session is not None:
+                await session.close()
+        self._session = self._watches = None
 
     def _auth(self) -> dict[str, str]:
         """The bearer token, refreshed by the configuration when it rotates (in-cluster).
@@ -357,16 +399,11 @@ class KubeApi:
                     "retried with backoff",
                 },
             ) from exc
-        try:
-            decoded = json.loads(raw) if raw else {}
-        except ValueError:
-            decoded = {"message": raw[:500].decode(errors="replace")}
-        data_out = decoded if isinstance(decoded, dict) else {}
+        data_out = _decoded(raw)
         if not 200 <= status < 300:
             raise ApiError(status, method, path, data_out)
-        # The controller never reads managedFields; dropping them keeps its caches small.
         for item in [data_out, *(data_out.get("items") or [])]:
-            (item.get("metadata") or {}).pop("managedFields", None)
+            _unmanaged(item)
         return data_out
 
     # ------------------------------------------------------------------ verbs
@@ -396,18 +433,27 @@ class KubeApi:
             if not token:
                 return
 
+    async def list_pages(
+        self, kind: Endpoint, namespace: str = "", label_selector: str = "", page: int = LIST_PAGE
+    ) -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
+        """Every object of ``kind`` (in ``namespace``, or all), one page at a time: the pages
+        of one consistent listing, each as ``(the listing's resourceVersion, its objects)``."""
+        async for data in self._pages(kind, namespace, label_selector, page, "application/json"):
+            api_version = data.get("apiVersion", "")
+            kind_name = str(data.get("kind", "")).removesuffix("List")
+            items = data.get("items") or []
+            for item in items:
+                item.setdefault("apiVersion", api_version)
+                item.setdefault("kind", kind_name)
+            yield str((data.get("metadata") or {}).get("resourceVersion", "")), items
+
     async def list_all(
         self, kind: Endpoint, namespace: str = "", label_selector: str = "", page: int = LIST_PAGE
     ) -> list[dict[str, Any]]:
         """Every object of ``kind`` (in ``namespace``, or all), fetched in pages."""
         items: list[dict[str, Any]] = []
-        async for data in self._pages(kind, namespace, label_selector, page, "application/json"):
-            api_version = data.get("apiVersion", "")
-            kind_name = str(data.get("kind", "")).removesuffix("List")
-            for item in data.get("items") or []:
-                item.setdefault("apiVersion", api_version)
-                item.setdefault("kind", kind_name)
-                items.append(item)
+        async for _, page_items in self.list_pages(kind, namespace, label_selector, page):
+            items += page_items
         return items
 
     async def list_versions(
@@ -432,6 +478,60 @@ class KubeApi:
         query = [("fieldSelector", field_selector), ("limit", str(limit))]
         data = await self.request("GET", kind.path(namespace), query=query)
         return list(data.get("items") or [])
+
+    async def watch(
+        self,
+        kind: Endpoint,
+        namespace: str,
+        label_selector: str,
+        resource_version: str,
+        *,
+        seconds: int = WATCH_TIMEOUT,
+    ) -> AsyncGenerator[tuple[str, dict[str, Any]], None]:
+        """The changes to ``kind`` (in ``namespace``, or all) after ``resource_version``, as
+        ``(type, object)``: ``ADDED``, ``MODIFIED``, ``DELETED``, and ``BOOKMARK`` (an object
+        carrying only a newer resourceVersion to watch from). Ends when the API server ends the
+        watch (after about ``seconds``). An ``ERROR`` event is raised as
+        :class:`ApiError`: status 410 when ``resource_version`` is too old to watch from (list
+        again)."""
+        path = kind.path(namespace)
+        query = [
+            ("watch", "1"),
+            ("allowWatchBookmarks", "true"),
+            ("resourceVersion", resource_version),
+            ("timeoutSeconds", str(seconds)),
+        ]
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        url = f"{self._config.host}{path}?{urlencode(query)}"
+        try:
+            async with self._open_watches().get(
+                URL(url, encoded=True),
+                headers={"Accept": "application/json", **self._auth()},
+                timeout=aiohttp.ClientTimeout(sock_connect=5, sock_read=seconds + 30),
+                proxy=self._config.proxy or None,
+                server_hostname=self._config.tls_server_name or None,
+            ) as response:
+                if response.status != 200:
+                    raise ApiError(response.status, "WATCH", path, _decoded(await response.read()))
+                rest = b""
+                # Line by line, whatever a line's length (a ConfigMap may hold a megabyte).
+                async for chunk in response.content.iter_any():
+                    *lines, rest = (rest + chunk).split(b"\n")
+                    for line in lines:
+                        if line.strip():
+                            yield _event(line, path)
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise ApiError(
+                0,
+                "WATCH",
+                path,
+                {
+                    "reason": "Unreachable",
+                    "message": f"the watch broke off ({type(exc).__name__}: {exc}); "
+                    "watched again with backoff",
+                },
+            ) from exc
 
     async def create(self, kind: Endpoint, body: dict[str, Any]) -> dict[str, Any]:
         namespace = body["metadata"].get("namespace", "")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -19,6 +20,7 @@ from controller.reconcile.clock import LOOP_CLOCK, Clock
 from controller.reconcile.delivery import BindingsDelivery
 from controller.reconcile.events import EventRecorder
 from controller.reconcile.holds import WorkHolds
+from controller.reconcile.informer import Informers
 from controller.reconcile.intake import OWNED, OWNED_SELECTOR, Intake
 from controller.reconcile.kinds import (
     GrantReconciler,
@@ -117,21 +119,26 @@ class Controller:
         agents = self._agent_reconciler(gauges)
         reconcilers = self._reconcilers(agents)
         self.pool = WorkerPool(self.queue, self.store, reconcilers, workers=workers)
-        kinds = [(e, "") for e in k8s_api.ENDPOINTS.values()] + [(e, OWNED_SELECTOR) for e in OWNED]
+        watched = [(e, "") for e in k8s_api.ENDPOINTS.values()]
+        owned = [(e, OWNED_SELECTOR) for e in OWNED]
         self.sweeper = Sweeper(
             api,
             self.store,
             self.observe,
-            kinds=kinds,
+            kinds=watched + owned,
             namespaces=namespaces,
             period=resync_period,
             clock=clock,
         )
+        self.informers = Informers(
+            api, self.store, self.observe, kinds=owned, namespaces=namespaces, clock=clock
+        )
+        """The owned kinds' own list+watch (kopf watches the five kinds)."""
         self.catching_up = CatchUp(
             api,
             self.store,
             self.observe,
-            kinds=kinds,
+            kinds=watched,
             namespaces=namespaces,
             read_directly=self.sweeper.read_directly,
             clock=clock,
@@ -205,8 +212,11 @@ class Controller:
         return await self.catching_up.listing()
 
     async def catch_up(self, listing: Listing, *, stall: float = 3.0) -> None:
-        """Wait until the view holds everything ``listing`` showed (see ``CatchUp.catch_up``)."""
-        await self.catching_up.catch_up(listing, stall=stall)
+        """Wait until the view holds everything ``listing`` showed (see ``CatchUp.catch_up``)
+        and a whole listing of every owned kind (:meth:`watch` must have begun)."""
+        await asyncio.gather(
+            self.catching_up.catch_up(listing, stall=stall), self.informers.synced()
+        )
 
     def enqueue_all(self) -> None:
         """Queue every object of the five kinds (the first pass after start-up). Rollouts are
@@ -228,11 +238,16 @@ class Controller:
 
     # ------------------------------------------------------------------ lifecycle
 
+    def watch(self) -> None:
+        """Begin listing and watching the owned kinds into the view (leading or not)."""
+        self.informers.start()
+
     def start(self) -> None:
         self.pool.start()
         self.sweeper.start()
 
     async def stop(self) -> None:
+        await self.informers.stop()
         await self.sweeper.stop()
         await self.pool.stop()
         await self.events.stop()

@@ -1,8 +1,11 @@
 """kopf glue: watch events in, nothing else.
 
-Every handler is an ``on.event`` handler that hands the object to the controller's intake and
-returns, so kopf keeps no progress or diff-base annotations on user objects: the only thing the
-controller writes on them is ``status`` (and, while an agent holds a work URI, one finalizer).
+kopf watches the five Bindery kinds and Namespaces; the objects the controller creates itself
+(``OWNED``) are listed and watched by its own informers (``controller.reconcile.informer``),
+without kopf's per-object pipeline. Every handler is an ``on.event`` handler that hands the
+object to the controller's intake and returns, so kopf keeps no progress or diff-base
+annotations on user objects: the only thing the controller writes on them is ``status`` (and,
+while an agent holds a work URI, one finalizer).
 
 The handlers are coroutines on purpose: kopf runs a plain function in a thread pool, and the
 intake (caches, registry, work queue) belongs to the event loop's thread alone.
@@ -16,13 +19,9 @@ from typing import Any
 import kopf
 
 from controller.k8s import api
-from controller.k8s.builders import MANAGED_BY, MANAGER
 from controller.reconcile import Controller
-from controller.reconcile.intake import OWNED, OWNED_SELECTOR
 
 __all__ = [
-    "OWNED",
-    "OWNED_SELECTOR",
     "WATCHED",
     "NoDiffBase",
     "configure_watching",
@@ -71,15 +70,6 @@ def register(registry: kopf.OperatorRegistry) -> None:
         registry=registry,
         id="observe-namespaces",
     )(observe_namespaces)  # type: ignore[arg-type]
-    for ref in OWNED:
-        kopf.on.event(
-            group=ref.group or None,
-            version=ref.version,
-            plural=ref.plural,
-            registry=registry,
-            labels={MANAGED_BY: MANAGER},
-            id=f"observe-{ref.plural}",
-        )(_observe(ref))
 
 
 class NoDiffBase(kopf.DiffBaseStorage):
@@ -103,8 +93,8 @@ class NoDiffBase(kopf.DiffBaseStorage):
 
 
 def configure_watching(settings: kopf.OperatorSettings, *, namespaced: bool = False) -> None:
-    """Explicit watch timeouts (silent watches are the classic kopf failure) and server-side
-    label selectors, so only the objects Bindery owns are streamed for the built-in kinds.
+    """Explicit watch timeouts (silent watches are the classic kopf failure), listings in
+    pages, and no diff base.
 
     ``namespaced`` (``--namespace``): the named namespaces are watched for as long as the
     controller runs. kopf would otherwise observe them and stop watching one the moment it is
@@ -116,11 +106,9 @@ def configure_watching(settings: kopf.OperatorSettings, *, namespaced: bool = Fa
     settings.watching.client_timeout = 330
     settings.watching.connect_timeout = 10
     settings.watching.reconnect_backoff = 1.0
-    # List in pages, as the start-up LIST does: one response holding every agent and every
-    # bindings ConfigMap at once is the controller's memory peak in a large namespace.
+    # List in pages, as the start-up LIST does: one response holding every agent at once is
+    # the controller's memory peak in a large namespace.
     settings.watching.chunk_size = api.LIST_PAGE
-    for ref in OWNED:
-        settings.watching.label_selectors[ref.plural] = OWNED_SELECTOR
     # kopf keeps one task per object until it has been idle this long; a restart lists every
     # object at once, so the default (5 s) holds a task and its last body for each of them.
     settings.queueing.idle_timeout = 0.5

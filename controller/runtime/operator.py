@@ -122,6 +122,7 @@ def build_registry(settings: Settings, stop: asyncio.Event) -> kopf.OperatorRegi
             # What exists now, listed while kopf lists the bodies (it starts watching once this
             # handler returns); a follower keeps its view current too, so it catches up before
             # it campaigns.
+            controller.watch()
             await controller.catch_up(await _list_until_answered(controller))
             # The world is long-lived: move it out of the collector's generations so full
             # collections do not walk every cached object again and again.

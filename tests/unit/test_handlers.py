@@ -11,6 +11,7 @@ import kopf
 import pytest
 
 from controller.k8s import api
+from controller.reconcile.intake import OWNED
 from controller.runtime import handlers, operator
 from controller.runtime.operator import build_registry
 from controller.runtime.settings import Settings
@@ -20,11 +21,13 @@ def _registry() -> kopf.OperatorRegistry:
     return build_registry(Settings(), asyncio.Event())
 
 
-def test_every_watched_and_owned_kind_has_one_event_handler() -> None:
+def test_every_bindery_kind_has_one_event_handler_and_no_owned_kind_has_any() -> None:
     watching = _registry()._watching.get_all_handlers()
     plurals = sorted(str(h.selector.plural) for h in watching if h.selector)
-    expected = sorted([ref.plural for ref in handlers.WATCHED] + [r.plural for r in handlers.OWNED])
+    expected = sorted(ref.plural for ref in handlers.WATCHED)
     assert plurals == sorted([*expected, "namespaces"])  # their labels, for grants
+    # The controller's own informers list and watch what it creates (kopf would list it too).
+    assert not {ref.plural for ref in OWNED} & set(plurals)
 
 
 def test_handlers_are_coroutines_so_the_intake_runs_on_the_event_loop() -> None:
@@ -48,13 +51,11 @@ def test_no_diff_base_copies_nothing() -> None:
     assert storage.fetch(body=body) is None
 
 
-def test_configure_watching_selects_only_owned_objects_and_drops_the_diff_base() -> None:
+def test_configure_watching_lists_in_pages_and_drops_the_diff_base() -> None:
     settings = kopf.OperatorSettings()
     handlers.configure_watching(settings)
     assert isinstance(settings.persistence.diffbase_storage, handlers.NoDiffBase)
     assert settings.watching.chunk_size == api.LIST_PAGE
-    for ref in handlers.OWNED:
-        assert settings.watching.label_selectors[ref.plural] == handlers.OWNED_SELECTOR
     assert settings.watching.server_timeout is not None
     assert settings.watching.client_timeout is not None
     assert not settings.scanning.disabled  # all namespaces: kopf follows them as they come
@@ -90,17 +91,15 @@ async def test_a_handler_hands_the_event_to_the_intake_on_the_loop_thread(
     by_id: dict[str, Any] = {h.id: h.fn for h in _registry()._watching.get_all_handlers()}
     event = {"type": event_type, "object": {"metadata": {"name": "x"}}}
     await by_id["observe-agentspecs"](event=event, memo=memo)
-    await by_id["observe-configmaps"](event=event, memo=memo)
+    await by_id["observe-resources"](event=event, memo=memo)
     loop_thread = threading.get_ident()
     deleted = event_type == "DELETED"
     then = "(listed)" if event_type is None else "(watched)"
-    listed = [("agentspecs", then, False, loop_thread)]
-    listed_cm = [("configmaps", then, False, loop_thread)]
     assert intake.seen == [
         ("agentspecs", "x", deleted, loop_thread),
-        *listed,
-        ("configmaps", "x", deleted, loop_thread),
-        *listed_cm,
+        ("agentspecs", then, False, loop_thread),
+        ("resources", "x", deleted, loop_thread),
+        ("resources", then, False, loop_thread),
     ]
 
 
