@@ -63,6 +63,9 @@ def configure(level: str = "INFO", *, json: bool | None = None) -> None:
     )
     structlog.configure(
         processors=[
+            # First: a message below the level costs one level check, not the chain (a pass
+            # logs at DEBUG, tens of thousands of times at a large start-up).
+            structlog.stdlib.filter_by_level,
             *shared,
             structlog.processors.StackInfoRenderer(),
             structlog.stdlib.ProcessorFormatter.wrap_for_formatter,

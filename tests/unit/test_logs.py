@@ -8,6 +8,7 @@ import logging
 
 import aiohttp
 import pytest
+import structlog
 from aiohttp import web
 
 from controller.runtime import logs
@@ -96,3 +97,40 @@ async def test_the_liveness_probes_are_not_logged_but_failed_requests_are(lines)
     access = [line for line in lines() if line.get("logger") == logs.ACCESS_LOGGER]
     assert len(access) == 1, access
     assert '"GET /nowhere HTTP/1.1" 404' in str(access[0]["event"])
+
+
+def test_a_message_below_the_level_runs_no_processor(lines, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    stamped: list[object] = []
+    stamp = structlog.processors.TimeStamper.__call__
+
+    def counting(self, logger, name, event):  # type: ignore[no-untyped-def]
+        stamped.append(event["event"])
+        return stamp(self, logger, name, event)
+
+    monkeypatch.setattr(structlog.processors.TimeStamper, "__call__", counting)
+    log = structlog.get_logger("bindery.test")
+    log.debug("below the level", n=1)
+    log.info("at the level", n=2)
+    assert stamped == ["at the level"]  # the debug message stopped at the level check
+    assert [(line["event"], line["level"]) for line in lines()] == [("at the level", "info")]
+
+
+def test_debug_messages_show_at_the_debug_level() -> None:
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    try:
+        logs.configure("DEBUG", json=True)
+        out = io.StringIO()
+        (handler,) = root.handlers
+        assert isinstance(handler, logging.StreamHandler)
+        handler.setStream(out)
+        structlog.get_logger("bindery.test").debug("reconciled", outcome="unchanged")
+        (line,) = [json.loads(text) for text in out.getvalue().splitlines()]
+        assert (line["event"], line["level"], line["outcome"]) == (
+            "reconciled",
+            "debug",
+            "unchanged",
+        )
+    finally:
+        root.handlers[:], level = saved
+        root.setLevel(level)
