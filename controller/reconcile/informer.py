@@ -167,7 +167,12 @@ class Informers:
             self._tasks = [loop.create_task(informer.run()) for informer in self.informers]
 
     async def synced(self) -> None:
-        """Return once the view holds a whole listing of every kind."""
+        """Return once the view holds a whole listing of every kind (:meth:`start` first)."""
+        if self.informers and not self._tasks:
+            raise RuntimeError(
+                "the owned kinds' informers were never started, so their listing would never"
+                " come: call Controller.watch() before Controller.catch_up()"
+            )
         await asyncio.gather(*(informer.synced.wait() for informer in self.informers))
 
     async def stop(self) -> None:

@@ -1,6 +1,7 @@
 """Liveness against the real API server: deletions the controller never saw do not strand anyone.
 
-The controller here runs in-process with no watches at all, so every deletion is "missed" by
+The controller here runs in-process with no watches on the five kinds (only its own informers
+of the objects it creates), so every deletion of an AgentSpec or Resource is "missed" by
 construction, as one made while a watch reconnects or between the start-up LIST and kopf's own
 listing would be. What brings the view back to the truth is the sweep (a metadata-only LIST) and
 the API server's answers to the controller's own requests.
@@ -28,10 +29,12 @@ URI = "github-issue://example/project/41"
 
 @pytest.fixture
 async def unwatched(cluster: Cluster, crds: list[str], namespace: str) -> AsyncIterator[Controller]:
-    """A controller that reconciles but watches nothing: it learns only from LISTs and writes."""
+    """A controller that reconciles but watches none of the five kinds: it learns of them only
+    from LISTs and its own writes."""
     kube = KubeApi(cluster.api_client(), connections=4)
     controller = Controller(kube, workers=2, namespaces=[namespace], resync_period=3600)
     controller.sweeper.settle = 0.1
+    controller.watch()
     yield controller
     await controller.stop()
     await kube.close()

@@ -15,7 +15,7 @@ import pytest
 
 from controller.k8s import api
 from controller.k8s.api import ApiError
-from controller.reconcile.informer import BACKOFFS, Informer
+from controller.reconcile.informer import BACKOFFS, Informer, Informers
 from controller.reconcile.store import Store
 
 
@@ -150,3 +150,20 @@ async def test_a_watch_that_ends_at_once_is_not_reopened_in_a_spin(events: list[
     script = Script(lists=[("10", [])], watches=[events, []])
     await run(script, clock)
     assert clock.slept == [BACKOFFS[0], BACKOFFS[0]]
+
+
+async def test_waiting_for_a_listing_that_was_never_started_fails_at_once() -> None:
+    script = Script(lists=[("1", [cm("a", "1")])], watches=[])
+    informers = Informers(
+        script,  # type: ignore[arg-type]
+        Store(),
+        lambda endpoint, body, deleted: None,
+        kinds=[(api.CONFIG_MAPS, "")],
+        namespaces=["ns"],
+    )
+    with pytest.raises(RuntimeError, match=r"Controller\.watch\(\) before"):
+        await asyncio.wait_for(informers.synced(), 1)
+    informers.start()
+    await asyncio.wait_for(informers.synced(), 5)
+    assert script.calls[0] == "list"
+    await informers.stop()
