@@ -34,6 +34,7 @@ async def unwatched(cluster: Cluster, crds: list[str], namespace: str) -> AsyncI
     kube = KubeApi(cluster.api_client(), connections=4)
     controller = Controller(kube, workers=2, namespaces=[namespace], resync_period=3600)
     controller.sweeper.settle = 0.1
+    controller.sweeper.period = 3600  # no periodic backstop: only what a test asks for
     controller.watch()
     yield controller
     await controller.stop()
@@ -69,6 +70,9 @@ async def test_a_holder_deleted_unseen_is_swept_and_its_claimant_takes_over(
     unwatched.enqueue_all()
     await _until(cluster, namespace, "b", "Waiting")
 
+    # The holder goes away for good while the controller is not watching anything: with its
+    # informers on, the garbage collector's deletion of a's session objects would tell it.
+    await unwatched.informers.stop()
     # The holder goes away for good while the controller is not watching.
     patch = json.dumps({"metadata": {"finalizers": None}})
     cluster.kubectl("patch", "agentspec", "a", "-n", namespace, "--type=merge", "-p", patch)
