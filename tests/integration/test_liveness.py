@@ -73,7 +73,6 @@ async def test_a_holder_deleted_unseen_is_swept_and_its_claimant_takes_over(
     # The holder goes away for good while the controller is not watching anything: with its
     # informers on, the garbage collector's deletion of a's session objects would tell it.
     await unwatched.informers.stop()
-    # The holder goes away for good while the controller is not watching.
     patch = json.dumps({"metadata": {"finalizers": None}})
     cluster.kubectl("patch", "agentspec", "a", "-n", namespace, "--type=merge", "-p", patch)
     cluster.kubectl("delete", "agentspec", "a", "-n", namespace, "--wait=true")
