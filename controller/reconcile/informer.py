@@ -170,7 +170,7 @@ class Informers:
         """Return once the view holds a whole listing of every kind (:meth:`start` first)."""
         if self.informers and not self._tasks:
             raise RuntimeError(
-                "the owned kinds' informers were never started, so their listing would never"
+                "the owned kinds' informers are not running, so their listing would never"
                 " come: call Controller.watch() before Controller.catch_up()"
             )
         await asyncio.gather(*(informer.synced.wait() for informer in self.informers))
