@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 import aiohttp
+import pydantic_core
 from kubernetes import client, config
 from kubernetes.config import kube_config
 from multidict import CIMultiDict
@@ -263,10 +264,21 @@ def _ssl_context(cfg: client.Configuration) -> ssl.SSLContext:
     return ctx
 
 
+def decode_json(raw: bytes | str) -> Any:
+    """JSON text as Python values, equal to ``json.loads``'s: parsed by pydantic-core (about
+    twice as fast on Kubernetes objects, the bulk of a large start-up's listings, with one copy
+    of each repeated key), and by the standard library when pydantic-core refuses the text (a
+    lone surrogate escape, say), so that what it accepts is accepted as before."""
+    try:
+        return pydantic_core.from_json(raw)
+    except ValueError:
+        return json.loads(raw)
+
+
 def _decoded(raw: bytes) -> dict[str, Any]:
     """A response body as a JSON object (an unreadable one as its first bytes, for people)."""
     try:
-        decoded = json.loads(raw) if raw else {}
+        decoded = decode_json(raw) if raw else {}
     except ValueError:
         decoded = {"message": raw[:500].decode(errors="replace")}
     return decoded if isinstance(decoded, dict) else {}

@@ -110,8 +110,9 @@ def configure_watching(settings: kopf.OperatorSettings, *, namespaced: bool = Fa
     # the controller's memory peak in a large namespace.
     settings.watching.chunk_size = api.LIST_PAGE
     # kopf keeps one task per object until it has been idle this long; a restart lists every
-    # object at once, so the default (5 s) holds a task and its last body for each of them.
-    settings.queueing.idle_timeout = 0.5
+    # object at once, so the default (5 s) holds a task and its last body for each of them, and
+    # a task that outlives a few collections is only freed by a full one (its reference cycles).
+    settings.queueing.idle_timeout = 0.05
     settings.persistence.diffbase_storage = NoDiffBase()
     settings.posting.level = 40  # logging.ERROR: kopf's own events only for real failures
     # Reconnect within seconds once the API server is back (kopf repeats the last delay).

@@ -22,7 +22,7 @@ from multidict import CIMultiDict
 from prometheus_client import start_http_server
 
 from controller.domain.work import WorkScope
-from controller.k8s.api import AGENTS, ApiError, KubeApi, load_api_client
+from controller.k8s.api import AGENTS, ApiError, KubeApi, decode_json, load_api_client
 from controller.reconcile import Controller
 from controller.reconcile.catchup import Listing
 from controller.runtime import handlers, logs
@@ -45,19 +45,36 @@ GC_THRESHOLD = 50_000
 """Allocations between the garbage collector's youngest-generation collections."""
 
 
+class JsonResponse(aiohttp.ClientResponse):
+    """kopf's responses, decoded by the controller's JSON parser: kopf reads every body it lists
+    through ``json()``, and at start-up that is every object of the five kinds."""
+
+    async def json(
+        self,
+        *,
+        encoding: str | None = None,
+        loads: Callable[[str], Any] = decode_json,
+        content_type: str | None = "application/json",
+    ) -> Any:
+        return await super().json(encoding=encoding, loads=loads, content_type=content_type)
+
+
 async def login(**kwargs: Any) -> kopf.ConnectionInfo | kopf.AiohttpSession | None:
-    """kopf's own login from the client's configuration, with the kubeconfig user's
-    impersonation (``as``, ``as-groups``), which kopf's login does not read: kopf's watches then
-    see what the controller's own requests see. Run on the event loop (the session belongs to
-    it)."""
+    """kopf's own login from the client's configuration (basic auth, if any, is in its
+    headers), in a session like kopf's own but for two things: the kubeconfig user's
+    impersonation (``as``, ``as-groups``), which kopf's login does not read (kopf's watches then
+    see what the controller's own requests see), and the JSON parser its responses are decoded
+    with. Run on the event loop (the session belongs to it)."""
     info = kopf.login_via_client(**kwargs)
+    if info is None:
+        return None
     impersonate = load_api_client().impersonation.headers()
-    if info is None or not impersonate:
-        return info
     session = aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=0, ssl=info.as_ssl_context()),
         headers=CIMultiDict([*info.as_http_headers().items(), *impersonate]),
+        proxy=info.proxy_url,
         trust_env=info.trust_env,
+        response_class=JsonResponse,
     )
     return kopf.AiohttpSession(
         server=info.server,
@@ -243,6 +260,9 @@ def run(settings: Settings) -> Exit:
     # The controller keeps every object it watches; a collection every 700 allocations (the
     # default) walks that growing heap again and again while a start-up lists thousands of them.
     gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
+    # What is loaded by now (modules, classes, functions) lives as long as the process: out of
+    # the collector's generations, so that no collection walks it again.
+    gc.freeze()
 
     async def main() -> Exit:
         stop = asyncio.Event()

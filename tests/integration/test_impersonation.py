@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -68,3 +69,30 @@ async def test_kopfs_login_impersonates_as_the_kubeconfig_says(
     finally:
         await session.close()
     assert who(review) == ("alice", {"team-a", "team-b", "system:authenticated"})
+
+
+async def test_kopfs_login_without_impersonation_is_the_kubeconfig_user_and_our_parser(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without impersonation kopf's session is still the controller's own making: the same
+    user kopf would log in as, its answers decoded by the controller's parser."""
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(cluster.kubeconfig))
+    monkeypatch.setattr(config.kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(cluster.kubeconfig))
+    info = await operator.login(logger=logging.getLogger("test"), settings=kopf.OperatorSettings())
+    assert isinstance(info, kopf.AiohttpSession)
+    session = info.aiohttp_session
+    try:
+        async with session.post(f"{info.server}{REVIEWS}", json=REVIEW) as response:
+            assert isinstance(response, operator.JsonResponse)
+            review = await response.json()
+            assert review == json.loads(await response.read())
+    finally:
+        await session.close()
+    kube = KubeApi(load_client(), connections=1)
+    try:
+        own = await kube.request("POST", REVIEWS, REVIEW)
+    finally:
+        await kube.close()
+    assert who(review) == who(own)
+    assert who(review)[0] != "alice"

@@ -184,3 +184,28 @@ async def test_a_status_s_causes_reach_the_api_error(server: StandIn) -> None:
     assert (raised.value.status, raised.value.reason) == (403, "Forbidden")
     assert raised.value.causes == ("NamespaceTerminating",)
     assert raised.value.namespace_terminating
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a": 1, "a": 2}',  # the last of a repeated key, as json.loads
+        "123456789012345678901234567890",
+        "-9223372036854775809",
+        "[1e2, 1.0, 0.1, -0, 1E400, 2.5e-308]",
+        '"\\u00e9\\n\\t\\"\\\\ \\ud83d\\ude00 é"',
+        '{"a": {"b": [true, false, null, {}, []]}}',
+        '"\\ud800"',  # a lone surrogate: pydantic-core refuses it, the standard library not
+    ],
+)
+def test_decoded_json_equals_the_standard_librarys(text: str) -> None:
+    expected = json.loads(text)
+    for raw in (text, text.encode()):
+        decoded = api.decode_json(raw)
+        assert decoded == expected
+        assert json.dumps(decoded) == json.dumps(expected)  # the same types, all the way down
+
+
+def test_json_neither_parser_reads_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="Expecting"):
+        api.decode_json(b'{"a":')
