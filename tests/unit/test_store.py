@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from controller.k8s.api import AGENTS, CONFIG_MAPS, LEASES, PODS
 from controller.reconcile.compact import (
     SHARED_LENGTH,
@@ -161,6 +163,22 @@ def test_a_frozen_status_keeps_its_key_order_and_types() -> None:
     assert list(back) == ["z", "a", "m"]
     assert back["a"][0] is True
     assert isinstance(back["a"][2], float)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"n": 123456789012345678901234567890, "m": -(2**63) - 1, "i": 1, "f": 1.0},
+        {"f": [0.1, 1e-300, 1.7976931348623157e308, -0.0, 2.5e-308, 1e22]},
+        {"s": '\u00e9 \U0001f600 \\ " \n \t \x00 é', "": ""},
+        {"empty": {}, "list": [], "deep": [[[{"a": [None]}]]]},
+        {"x" * 200: "y" * 5000},
+    ],
+)
+def test_a_frozen_value_thaws_equal_and_of_the_same_types(value: dict[str, Any]) -> None:
+    back = thaw(freeze(value))
+    assert back == value
+    assert json.dumps(back) == json.dumps(value)  # int stays int, float float, order kept
 
 
 def test_a_stored_config_map_keeps_its_data_frozen() -> None:
