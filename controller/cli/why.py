@@ -23,11 +23,13 @@ from controller.cli import why_rollout
 from controller.cli.exits import Exit
 from controller.cli.parsers import add_why_parser
 from controller.cli.why_text import render_text, to_json
+from controller.domain.delivery import BINDINGS_FILE
 from controller.domain.explain import Observed, explain
-from controller.domain.names import ack_lease_name
+from controller.domain.names import ack_lease_name, bindings_config_map_name
 from controller.domain.work import Hold, WorkScope
 from controller.k8s.api import (
     AGENTS,
+    CONFIG_MAPS,
     CORE_EVENTS,
     LEASES,
     NAMESPACES,
@@ -138,6 +140,19 @@ async def _listed(
         return await kube.list_all(endpoint, namespace, label_selector=selector)
 
 
+async def _bindings(kube: KubeApi, namespace: str, name: str) -> str | None:
+    """The document in the agent's bindings ConfigMap ("" without one; None when this user may
+    not read ConfigMaps there)."""
+    try:
+        config_map = await kube.get(CONFIG_MAPS, namespace, bindings_config_map_name(name))
+    except ApiError as exc:
+        if exc.status != 403:
+            raise
+        return None
+    data = (config_map or {}).get("data") or {}
+    return str(data.get(BINDINGS_FILE, ""))
+
+
 async def gather(
     kube: KubeApi, namespace: str, name: str, scope: Scope = Scope()
 ) -> Observed | None:
@@ -168,6 +183,7 @@ async def gather(
     if pod is not None and not session_pod_of(pod, name):
         pod = None  # a pod by that name that the session's StatefulSet did not make
     ack_lease = await kube.get(LEASES, namespace, ack_lease_name(name))
+    bindings = await _bindings(kube, namespace, name)
     labels = await _namespace_labels(kube, namespace)
     events = await kube.request(
         "GET",
@@ -186,6 +202,7 @@ async def gather(
         pod=pod,
         acknowledging=pod is not None and has_delivery_sidecar(pod),
         ack_lease=ack_lease,
+        bindings=bindings,
         events=list(events.get("items") or []),
         grants=grants,
         namespace_labels=labels,

@@ -2,14 +2,18 @@
 
 The document's shape is the session library's wire model (:class:`bindery_session.wire.
 Bindings`), defined once for both sides: the controller builds it here from an agent's
-resolution and renders it; the session validates the same model. It holds only what the session
-needs to work (the resolved direct bindings and tool slots) and carries no timestamps or
-generations, so its bytes change exactly when the delivered bindings change, and an unchanged
-pass writes nothing.
+resolution and renders it; the session validates the same model. It holds what the session needs
+to work (the resolved direct bindings and tool slots) and a ``nonce``, drawn afresh for each write
+(:func:`stamp`): a runtime acknowledges a document by its digest, and without the nonce a document
+equal to one the session applied earlier (a ``work`` binding given, then withdrawn again) would
+be confirmed by that earlier acknowledgement while the session may still be applying the one in
+between. A pass keeps the document in place when the bindings are unchanged and it is the one the
+controller recorded writing (:func:`current_stands`): an unchanged pass writes nothing.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from bindery_session.wire import (
@@ -23,6 +27,7 @@ from bindery_session.wire import (
     DeliveredSlot,
     DeliveredTool,
     Fence,
+    digest,
     render,
 )
 
@@ -33,11 +38,20 @@ from controller.domain.work import Hold
 __all__ = [
     "BINDINGS_FILE",
     "bindings_document",
+    "current_stands",
     "delivered_bindings",
     "delivered_work_uris",
+    "digest",
+    "nonce_of",
     "render",
+    "stamp",
     "without_work",
 ]
+
+NONCE = "nonce"
+_NONCE_LINE = re.compile(r'^  "nonce": "([^"\\\n]*)",?$', re.MULTILINE)
+"""The nonce's line in a rendered document: a top-level key is the only one indented by exactly
+two spaces (no string value holds a raw newline)."""
 
 
 def _resource(resource: BoundResource) -> DeliveredResource:
@@ -169,6 +183,34 @@ def bindings_document(
     }
 
 
+def stamp(document: dict[str, Any], nonce: str) -> dict[str, Any]:
+    """``document`` carrying ``nonce`` (unchanged when ``nonce`` is empty: a document written
+    by a controller from before the nonce)."""
+    return {**document, NONCE: nonce} if nonce else document
+
+
+def nonce_of(rendered: str) -> str:
+    """The nonce of a rendered document ("" when it has none, or is not one)."""
+    found = _NONCE_LINE.search(rendered)
+    return found.group(1) if found else ""
+
+
+def current_stands(current: str, document: dict[str, Any], recorded_digest: str) -> bool:
+    """Whether the document in place (``current``, the ConfigMap's text) is ``document``
+    (built without a nonce) as the controller last wrote it: the same bindings rendered the
+    same way, and the digest the controller recorded for its write (``status.delivery.digest``).
+
+    Anything else is written anew with a fresh nonce: bindings that changed, a text edited by
+    hand, and an earlier document put back (equal bindings and a nonce the session may have
+    acknowledged already, which must not confirm this write).
+    """
+    return (
+        bool(current)
+        and digest(current) == recorded_digest
+        and render(stamp(document, nonce_of(current))) == current
+    )
+
+
 def delivered_work_uris(rendered: str) -> set[str]:
     """The ``work`` URIs a delivered document contains (none in text that is not a bindings
     document: the ConfigMap can be edited by hand)."""
@@ -176,9 +218,10 @@ def delivered_work_uris(rendered: str) -> set[str]:
     return document.work_uris if document is not None else set()
 
 
-def without_work(rendered: str) -> str:
-    """A delivered document with its ``work`` URI withdrawn under every role and slot."""
+def without_work(rendered: str, nonce: str) -> str:
+    """A delivered document with its ``work`` URI withdrawn under every role and slot, under a
+    new ``nonce`` (see :func:`stamp`)."""
     document = Bindings.tolerant(rendered)
     if document is None or not document.work_uris:
         return rendered
-    return document.without_work().render()
+    return document.without_work().model_copy(update={"nonce": nonce or None}).render()

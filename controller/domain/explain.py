@@ -20,7 +20,7 @@ from typing import Any
 from controller.domain import acknowledgement as ack
 from controller.domain import names
 from controller.domain import status as status_builder
-from controller.domain.delivery import bindings_document, render
+from controller.domain.delivery import bindings_document, current_stands, render, stamp
 from controller.domain.grants import parse_grant
 from controller.domain.launch import launch_record, launched_from_annotations, plan_session
 from controller.domain.models import AgentObject, meta_from_body, parse_object
@@ -62,6 +62,9 @@ class Observed:
     """The pod has the delivery sidecar: it can acknowledge documents."""
     ack_lease: dict[str, Any] | None = None
     """The agent's acknowledgement Lease, if any."""
+    bindings: str | None = None
+    """The document the agent's bindings ConfigMap carries ("" without one; None when it could
+    not be read: the document the agent's status records is taken to be in place)."""
     events: list[dict[str, Any]] = field(default_factory=list)
     """Events about the agent (events.k8s.io or core shape)."""
     grants: list[dict[str, Any]] = field(default_factory=list)
@@ -293,6 +296,11 @@ def _session(
     return view, explained
 
 
+UNWRITTEN = "unwritten"
+"""The nonce ``bindery why`` names a document the controller has yet to write by (the
+controller draws hexadecimal ones): its digest matches no acknowledgement."""
+
+
 def delivery_view(
     *,
     document_digest: str,
@@ -341,13 +349,17 @@ def _delivery(
         (h for h in inputs.own_holds if h.uri == plan.uri and h.namespace == inputs.location),
         next((h for h in inputs.own_holds if h.uri == plan.uri), None),
     )
-    rendered = render(
-        bindings_document(
-            agent, resolution, deliver_work=plan.deliver, fence=fence if plan.deliver else None
-        )
+    document = bindings_document(
+        agent, resolution, deliver_work=plan.deliver, fence=fence if plan.deliver else None
     )
-    digest = ack.digest(rendered)
     before = (observed.agent.get("status") or {}).get("delivery") or {}
+    recorded = str(before.get("digest") or "")
+    # The document in place, when it is this one as the controller wrote it (taken to be, when
+    # the ConfigMap could not be read); else the controller writes it anew under a nonce not
+    # drawn yet, which nothing can have acknowledged.
+    in_place = observed.bindings
+    stands = bool(recorded) if in_place is None else current_stands(in_place, document, recorded)
+    digest = recorded if stands else ack.digest(render(stamp(document, UNWRITTEN)))
     written_at = str(before.get("writtenAt") or "") if before.get("digest") == digest else ""
     since = ack.seconds_since(written_at, observed.now) if observed.now and written_at else 0.0
     pod = None

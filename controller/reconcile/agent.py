@@ -278,12 +278,17 @@ class AgentReconciler:
         acquired = await self.holds.acquire(pass_, agent, holding)  # 2. acquire
         holding = acquired.plan
         fence = self.holds.held(agent, holding.uri) if holding.deliver else None
-        rendered = delivery.render(  # 3. deliver
-            delivery.bindings_document(agent, resolution, deliver_work=holding.deliver, fence=fence)
+        document = delivery.bindings_document(  # 3. deliver
+            agent, resolution, deliver_work=holding.deliver, fence=fence
         )
-        delivered = await self.bindings.deliver(pass_, agent, rendered)
+        recorded = str((pass_.old.get("delivery") or {}).get("digest") or "")
+        delivered = await self.bindings.deliver(pass_, agent, document, recorded)
         released = await self._release(  # 4. release
-            pass_, agent=agent, holding=holding, rendered=rendered, delivered=delivered
+            pass_,
+            agent=agent,
+            holding=holding,
+            rendered=delivered.rendered,
+            delivered=delivered.written,
         )
         if not holding.uri and not self.holds.of(agent):  # 5. drop finalizer
             await self.holds.ensure_finalizer(pass_, self._latest(pass_), present=False)
@@ -295,7 +300,7 @@ class AgentReconciler:
         return Converged(
             holding=holding,
             session=session,
-            delivered=delivered,
+            delivered=delivered.written,
             delivery=released.delivery,
             requeue_after=earliest(requeue, session.requeue_after),
         )

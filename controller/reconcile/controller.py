@@ -86,6 +86,7 @@ class Controller:
         def agent_gone(key: str) -> None:
             gauges.forget(key)
             self.rollouts.forget(key)
+            self.bindings.forget(key)
 
         self.intake.on_agent_gone = agent_gone
         self.session_pods = SessionPods(self.store, self.intake.session_pods)

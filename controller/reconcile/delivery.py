@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import secrets
+from dataclasses import dataclass
 from typing import Any
 
 from controller.domain import delivery, names
@@ -13,12 +15,37 @@ from controller.reconcile.store import Store
 from controller.reconcile.writer import Writer
 
 
+def new_nonce() -> str:
+    """A fresh nonce for a document about to be written (64 random bits)."""
+    return secrets.token_hex(8)
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """The document an agent's ConfigMap carries after :meth:`BindingsDelivery.deliver`."""
+
+    rendered: str
+    written: bool
+    """Whether this pass wrote it."""
+
+
 class BindingsDelivery:
-    """Creates or updates an agent's bindings ConfigMap; writes only when the document changed."""
+    """Creates or updates an agent's bindings ConfigMap; writes only when the document changed
+    (or is not the one the controller recorded writing: see
+    :func:`controller.domain.delivery.current_stands`)."""
 
     def __init__(self, store: Store, writer: Writer) -> None:
         self.store = store
         self.writer = writer
+        self._written: dict[str, str] = {}
+        """Agent key -> digest of the document this process last wrote for it: what a pass
+        checks the ConfigMap against before the agent's status records it (a pass that failed
+        after the write), and over a status written by others. Empty after a start: the status
+        records the last write then."""
+
+    def forget(self, agent_key: str) -> None:
+        """The agent is gone: its last write is nothing to check against any more."""
+        self._written.pop(agent_key, None)
 
     def delivered(self, agent_namespace: str, agent_name: str) -> dict[str, Any] | None:
         """The agent's bindings ConfigMap as last observed."""
@@ -26,19 +53,27 @@ class BindingsDelivery:
             api.CONFIG_MAPS, names.key(agent_namespace, names.bindings_config_map_name(agent_name))
         )
 
-    async def deliver(self, pass_: Pass, agent: AgentObject, rendered: str) -> bool:
-        """Make the ConfigMap carry ``rendered``; whether anything was written."""
+    async def deliver(
+        self, pass_: Pass, agent: AgentObject, document: dict[str, Any], recorded_digest: str
+    ) -> Delivered:
+        """Make the ConfigMap carry ``document`` (built without a nonce); ``recorded_digest`` is
+        the digest the agent's status records for the controller's last write."""
+        key = names.key(agent.meta.namespace, agent.meta.name)
         current = self.delivered(agent.meta.namespace, agent.meta.name)
+        rendered = delivery.render(delivery.stamp(document, new_nonce()))
         if current is None:
             desired = builders.bindings_config_map(agent, rendered)
             current, created = await self.writer.create(pass_, api.CONFIG_MAPS, desired)
             if created:
-                return True
+                self._written[key] = delivery.digest(rendered)
+                return Delivered(rendered, written=True)
         current = await self.writer.own(pass_, api.CONFIG_MAPS, current, agent, "ConfigMap")
-        if _document(current) == rendered:
-            return False
+        text = _document(current)
+        if delivery.current_stands(text, document, self._written.get(key, recorded_digest)):
+            return Delivered(text, written=False)
         await self._write(pass_, current, rendered)
-        return True
+        self._written[key] = delivery.digest(rendered)
+        return Delivered(rendered, written=True)
 
     async def withdraw_work(
         self, pass_: Pass, agent_namespace: str, agent_name: str, agent_uid: str
@@ -63,7 +98,9 @@ class BindingsDelivery:
             return
         data = _document(current)
         if delivery.delivered_work_uris(data):
-            await self._write(pass_, current, delivery.without_work(data))
+            rendered = delivery.without_work(data, new_nonce())
+            await self._write(pass_, current, rendered)
+            self._written[names.key(agent_namespace, agent_name)] = delivery.digest(rendered)
 
     async def _write(self, pass_: Pass, current: dict[str, Any], rendered: str) -> None:
         await self.writer.patch_at(

@@ -4,11 +4,16 @@ go of the URI."""
 from __future__ import annotations
 
 import copy
+import json
+from typing import Any
 
 import pytest
 
+from controller.domain import acknowledgement as ack
+from controller.domain import names
 from controller.domain.refs import Request
 from controller.k8s import api
+from controller.k8s.builders.sidecar import DELIVERY_CONTAINER
 from controller.reconcile import Controller
 from harness.fakes import ScriptedApi
 from tests.unit.agent_pass_world import (
@@ -240,3 +245,70 @@ async def test_a_later_agents_pods_do_not_hold_up_an_earlier_agents_hold() -> No
     c.queue.drain()
     await c.process(Request.agent(f"{NS}/a"))
     assert ("leases", NS, LEASE) not in fake.objects
+
+
+def _acknowledging(pod: dict[str, Any]) -> dict[str, Any]:
+    """The session pod with the delivery sidecar: it can acknowledge documents."""
+    pod["spec"] = {**pod["spec"], "initContainers": [{"name": DELIVERY_CONTAINER}]}
+    return pod
+
+
+def _applied(c: Controller, fake: ScriptedApi, name: str, document: str) -> None:
+    """The session's sidecar records that the runtime applied ``document``."""
+    record = ack.Acknowledgement(
+        pod_uid=f"{name}-pod-uid",
+        pod_name=f"{name}-session-0",
+        delivered_digest=ack.digest(document),
+        applied_digest=ack.digest(document),
+        acknowledges=True,
+    )
+    lease = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {
+            "name": names.ack_lease_name(name),
+            "namespace": NS,
+            "annotations": {k: v for k, v in record.annotations().items() if v},
+        },
+        "spec": {},
+    }
+    c.observe(api.LEASES, fake.seed(api.LEASES, lease))
+
+
+def _document(fake: ScriptedApi, name: str) -> str:
+    return str(fake.objects[("configmaps", NS, f"{name}-bindings")]["data"]["bindings.json"])
+
+
+async def test_an_acknowledgement_of_an_earlier_equal_document_confirms_nothing_later() -> None:
+    """The ABA a chaos run found: the session applied D0 (no work); the work was given (D1) and
+    withdrawn again within the session's apply time, so the bindings of D2 equal D0's. D2 is a
+    write of its own (a fresh nonce, its own digest): the acknowledgement of D0 on record does
+    not release the hold while the session may still be applying D1; D2's does."""
+    c, fake = world(with_runtime(agent("a")))
+    await run(c, "a")
+    c.observe(api.PODS, _acknowledging(session_pod(fake, "a")))
+    d0 = _document(fake, "a")
+    _applied(c, fake, "a", d0)
+    edit(c, fake, with_runtime(agent("a", X)))
+    c.queue.drain()
+    await run(c, "a")
+    d1 = _document(fake, "a")
+    assert X in d1
+    assert ("leases", NS, LEASE) in fake.objects
+    edit(c, fake, with_runtime(agent("a")))
+    c.queue.drain()
+    await run(c, "a")
+    d2 = _document(fake, "a")
+    assert json.loads(d2)["resources"] == json.loads(d0)["resources"] == []
+    assert len({ack.digest(d0), ack.digest(d1), ack.digest(d2)}) == 3
+    assert ("leases", NS, LEASE) in fake.objects, "released on the acknowledgement of D0"
+    assert c.store.status(api.AGENTS, f"{NS}/a")["delivery"]["digest"] == ack.digest(d2)
+    _applied(c, fake, "a", d1)  # the session catches up with D1: X is still in it
+    c.queue.drain()
+    await run(c, "a")
+    assert ("leases", NS, LEASE) in fake.objects
+    _applied(c, fake, "a", d2)
+    c.queue.drain()
+    await run(c, "a")
+    assert ("leases", NS, LEASE) not in fake.objects
+    assert _document(fake, "a") == d2, "an unchanged pass rewrites nothing"

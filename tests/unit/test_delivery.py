@@ -6,15 +6,19 @@ import json
 from typing import Any
 
 import pytest
+from bindery_session.wire import Bindings, digest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from controller.domain.delivery import (
     BINDINGS_FILE,
     bindings_document,
+    current_stands,
     delivered_bindings,
     delivered_work_uris,
+    nonce_of,
     render,
+    stamp,
     without_work,
 )
 from controller.domain.models import (
@@ -277,22 +281,95 @@ def test_delivered_work_uris_tolerates_json_that_is_not_a_document(valid_json: s
 
 
 def test_without_work_removes_work_and_slot_references() -> None:
-    delivered = render(doc(True))
-    stripped = without_work(delivered)
+    delivered = render(stamp(doc(True), "0123456789abcdef"))
+    stripped = without_work(delivered, "fedcba9876543210")
     assert URI not in stripped
     assert delivered_work_uris(stripped) == set()
-    # exactly what the document would have been without the work delivered
-    assert stripped == render(doc(False))
+    # exactly what the document would have been without the work delivered, under the new nonce
+    assert stripped == render(stamp(doc(False), "fedcba9876543210"))
 
 
 def test_without_work_leaves_a_document_without_work_unchanged() -> None:
-    delivered = render(doc(False))
-    assert without_work(delivered) == delivered
+    delivered = render(stamp(doc(False), "0123456789abcdef"))
+    assert without_work(delivered, "fedcba9876543210") == delivered
 
 
 def test_without_work_removes_the_uri_under_any_binding_name() -> None:
     res = AgentResolution(agent="team/alice", direct=[direct("work", URI), direct("notes", URI)])
-    assert URI not in without_work(render(doc(True, res)))
+    assert URI not in without_work(render(doc(True, res)), "fedcba9876543210")
+
+
+# ------------------------------------------------------------------------------- the nonce
+
+
+def test_a_stamped_document_carries_its_nonce_and_reads_as_the_wire_model() -> None:
+    rendered = render(stamp(doc(True), "0123456789abcdef"))
+    assert nonce_of(rendered) == "0123456789abcdef"
+    assert Bindings.model_validate_json(rendered).nonce == "0123456789abcdef"
+    assert Bindings.model_validate_json(rendered).render() == rendered
+
+
+def test_an_empty_nonce_leaves_the_document_as_a_controller_before_the_nonce_wrote_it() -> None:
+    assert stamp(doc(True), "") == doc(True)
+    assert nonce_of(render(doc(True))) == ""
+
+
+def test_nonce_of_reads_only_the_top_level_key() -> None:
+    """An attribute named ``nonce`` (nested, indented deeper) is not the document's nonce."""
+    attributed = SRC_RES.model_copy(update={"attributes": {"nonce": "attacker"}})
+    res = AgentResolution(agent="team/dev", slots=[slot("fmt", "repo", attributed)])
+    assert '"nonce": "attacker"' in render(doc(False, res))
+    assert nonce_of(render(doc(False, res))) == ""
+    assert nonce_of(render(stamp(doc(False, res), "00ff"))) == "00ff"
+
+
+@pytest.mark.parametrize("garbage", ["", "{", "not json", '{"nonce": "x"}', "null"])
+def test_nonce_of_garbage_is_empty_or_harmless(garbage: str) -> None:
+    assert nonce_of(garbage) in ("", "x")
+    assert not current_stands(garbage, doc(False), digest(garbage))
+
+
+def test_the_document_in_place_stands_when_it_is_the_controllers_recorded_write() -> None:
+    written = render(stamp(doc(True), "0123456789abcdef"))
+    assert current_stands(written, doc(True), digest(written))
+
+
+def test_a_document_from_before_the_nonce_stands_on_upgrade() -> None:
+    """A controller from before the nonce wrote the document and recorded its digest: the same
+    bindings are not written again (an upgrade rewrites no ConfigMap)."""
+    written = render(doc(True))
+    assert current_stands(written, doc(True), digest(written))
+
+
+def test_changed_bindings_do_not_stand() -> None:
+    written = render(stamp(doc(True), "0123456789abcdef"))
+    assert not current_stands(written, doc(False), digest(written))
+
+
+def test_an_earlier_document_put_back_does_not_stand() -> None:
+    """The ABA: the session applied D0; the controller wrote D1 (work given), then bindings equal
+    to D0's again. Written under a fresh nonce, that third document has a digest of its own, so
+    the acknowledgement of D0 cannot confirm it; and D0 put back by hand in the ConfigMap (its
+    old nonce, a digest the session acknowledged) is not the write the controller recorded."""
+    d0 = render(stamp(doc(False), "00000000000000a0"))
+    d1 = render(stamp(doc(True), "00000000000000a1"))
+    d2 = render(stamp(doc(False), "00000000000000a2"))
+    assert len({digest(d0), digest(d1), digest(d2)}) == 3
+    assert not current_stands(d0, doc(False), digest(d2))
+    assert current_stands(d2, doc(False), digest(d2))
+
+
+def test_a_document_edited_by_hand_does_not_stand() -> None:
+    written = render(stamp(doc(True), "0123456789abcdef"))
+    edited = written.replace(URI, "github-issue://elsewhere/1")
+    assert not current_stands(edited, doc(True), digest(written))
+    assert not current_stands(edited, doc(True), digest(edited))
+
+
+def test_a_lost_record_rewrites_once() -> None:
+    """No digest recorded (a status lost or never written): the document is written anew."""
+    written = render(stamp(doc(True), "0123456789abcdef"))
+    assert not current_stands(written, doc(True), "")
 
 
 def test_bindings_file_name() -> None:

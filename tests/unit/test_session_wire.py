@@ -120,7 +120,7 @@ def test_without_work_is_the_document_rendered_without_the_work() -> None:
     assert held.without_work() == not_held
     assert held.without_work().work_uris == set()
     assert not_held.without_work() is not_held
-    assert delivery.without_work(held.render()) == not_held.render()
+    assert delivery.without_work(held.render(), "") == not_held.render()
     assert delivery.delivered_work_uris(held.render()) == {URI}
     # Other bindings and their slots stay.
     src = not_held.binding("source")

@@ -283,8 +283,8 @@ class DeliveredTool(_Wire):
 class Bindings(_Wire):
     """The bindings document: who the agent is, its direct bindings, its tools' slots.
 
-    It carries no timestamps or generations, so its rendering changes exactly when the
-    delivered bindings change.
+    It carries no timestamps or generations; its ``nonce`` is new with each document the
+    controller writes, so no two writes share a digest, even when their bindings are equal.
     """
 
     api_version: str = API_VERSION
@@ -292,6 +292,10 @@ class Bindings(_Wire):
     agent: AgentRef
     resources: list[DeliveredBinding] = Field(default_factory=list)
     tools: list[DeliveredTool] = Field(default_factory=list)
+    nonce: str | None = None
+    """Unique to this write of the document (absent from a controller before it): a runtime
+    that acknowledges by digest confirms this write, never an earlier one with equal bindings
+    (a ``work`` binding given and withdrawn again while the runtime was still applying)."""
     _digest: str = PrivateAttr(default="")
 
     @property
