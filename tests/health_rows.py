@@ -13,12 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from bindery_session.wire import Access, BindingMode, BindingState
+
 from controller.domain.launch import LaunchAction, LaunchPlan
-from controller.domain.models import Access, BindingMode, ToolSpec
+from controller.domain.models import ToolSpec
 from controller.domain.refs import Kind
 from controller.domain.results import (
     AgentResolution,
-    BindingState,
     ErrorCause,
     Problem,
     SlotResult,

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from pathlib import PurePath
 from typing import Any
 
+from bindery_session.wire import Access
 from pydantic.alias_generators import to_camel
 
 from controller.authoring.convert import Source
@@ -39,7 +40,7 @@ from controller.authoring.manifests import (
     validate_model,
 )
 from controller.authoring.yamlpos import Located, load
-from controller.domain.models import API_VERSION, Access, ToolSpec
+from controller.domain.models import API_VERSION, ToolSpec
 
 TOOL_KEYS = ("name", "description", "resource_slots")
 SLOT_KEYS = (

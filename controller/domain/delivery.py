@@ -22,6 +22,7 @@ from bindery_session.wire import (
     KIND,
     AgentRef,
     Bindings,
+    BindingState,
     DeliveredBinding,
     DeliveredResource,
     DeliveredSlot,
@@ -32,7 +33,7 @@ from bindery_session.wire import (
 )
 
 from controller.domain.models import WORK_ROLE, AgentObject
-from controller.domain.results import AgentResolution, BindingState, BoundResource
+from controller.domain.results import AgentResolution, BoundResource
 from controller.domain.work import Hold
 
 __all__ = [

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import NamedTuple
 
+from bindery_session.wire import BindingState
+
 from controller.domain.crossing import granted
 from controller.domain.grants import GrantUse
 from controller.domain.messages import message, type_fix
@@ -23,7 +25,6 @@ from controller.domain.models import AgentObject, DirectBinding, ResourceObject
 from controller.domain.registry_view import RegistryView
 from controller.domain.resource_validity import scheme_problem
 from controller.domain.results import (
-    BindingState,
     BoundResource,
     Candidate,
     DirectResult,

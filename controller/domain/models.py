@@ -8,9 +8,9 @@ from drifting. Models carry no I/O.
 from __future__ import annotations
 
 from collections.abc import Callable
-from enum import StrEnum
 from typing import Annotated, Any, Literal, TypeVar
 
+from bindery_session.wire import Access
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -83,20 +83,6 @@ class WireModel(BaseModel):
         alias_generator=to_camel,
         populate_by_name=True,
     )
-
-
-class Access(StrEnum):
-    READ_ONLY = "read_only"
-    READ_WRITE = "read_write"
-    WRITE_ONLY = "write_only"
-
-
-class BindingMode(StrEnum):
-    CONTEXTUAL = "contextual"
-    STATIC = "static"
-    PARAMETER = "parameter"
-    DIRECT = "direct"
-    """Not a slot mode: marks an agent's own URI-identified bindings in resolution results."""
 
 
 SlotBinding = Literal["contextual", "static", "parameter"]

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from bindery_session.wire import BindingState
+
 from controller.domain.linked import Linked, link_resources
 from controller.domain.models import AgentObject, ToolObject, ToolUse
 from controller.domain.parameters import parameter_slot
 from controller.domain.registry_view import RegistryView
-from controller.domain.results import AgentResolution, BindingState, SlotResult
+from controller.domain.results import AgentResolution, SlotResult
 from controller.domain.slots import (
     ONLY_VERDICT,
     SlotCall,

@@ -9,10 +9,9 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, ClassVar, Self
 
+from bindery_session.wire import Access, BindingMode, BindingState
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
-
-from controller.domain.models import Access, BindingMode
 
 _new = object.__new__
 # What model_construct sets on a new instance, through the setters of pydantic's own slots taken
@@ -21,13 +20,6 @@ _set_dict = BaseModel.__dict__["__dict__"].__set__
 _set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
 _set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
 _set_private = BaseModel.__dict__["__pydantic_private__"].__set__
-
-
-class BindingState(StrEnum):
-    BOUND = "Bound"
-    DEFERRED = "Deferred"
-    UNBOUND = "Unbound"
-    ERROR = "Error"
 
 
 class ErrorCause(StrEnum):

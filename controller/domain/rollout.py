@@ -22,10 +22,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from bindery_session.wire import BindingState
+
 from controller.domain.acknowledgement import Confirmation, DeliveryView
 from controller.domain.models import AgentObject
 from controller.domain.refs import Kind
-from controller.domain.results import AgentResolution, BindingState, BoundResource
+from controller.domain.results import AgentResolution, BoundResource
 
 MAX_LAGGARDS = 10
 """How many laggards a status lists by name (the counts cover them all)."""

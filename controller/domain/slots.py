@@ -18,14 +18,15 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Protocol
 
+from bindery_session.wire import Access, BindingMode, BindingState
+
 from controller.domain.crossing import granted, refused
 from controller.domain.grants import GrantUse
 from controller.domain.linked import Linked, registered
 from controller.domain.messages import message, type_fix
-from controller.domain.models import Access, BindingMode, ResourceSlot, ToolObject
+from controller.domain.models import ResourceSlot, ToolObject
 from controller.domain.registry_view import RegistryView
 from controller.domain.results import (
-    BindingState,
     BoundResource,
     Candidate,
     ErrorCause,

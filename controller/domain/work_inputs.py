@@ -19,8 +19,10 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from bindery_session.wire import BindingState
+
 from controller.domain.models import WORK_ROLE
-from controller.domain.results import AgentResolution, BindingState, DirectResult
+from controller.domain.results import AgentResolution, DirectResult
 from controller.domain.work import (
     Claim,
     Hold,

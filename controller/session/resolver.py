@@ -20,6 +20,7 @@ import re
 from typing import Any, Protocol, cast
 
 from bindery_session import BindingMode, Bindings, DeliveredSlot, load_bindings
+from bindery_session.wire import BindingState
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
@@ -42,7 +43,7 @@ from controller.domain.models import (
     meta_from_body,
 )
 from controller.domain.registry import Registry
-from controller.domain.results import BindingState, BoundResource
+from controller.domain.results import BoundResource
 
 _NAMESPACED = re.compile(r"([a-z0-9](?:[-a-z0-9]*[a-z0-9])?)/([a-z0-9](?:[-a-z0-9.]*[a-z0-9])?)")
 """``namespace/name`` (a URI has a scheme and a colon, so it never matches)."""

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bindery_session.wire import BindingState
 
 from controller.domain import delivery
 from controller.domain.launch import Launched, plan_launch, trajectory_hash
@@ -28,7 +29,7 @@ from controller.domain.models import (
     Runtime,
     Workspace,
 )
-from controller.domain.results import AgentResolution, BindingState, BoundResource, DirectResult
+from controller.domain.results import AgentResolution, BoundResource, DirectResult
 from controller.domain.work import hold_name
 from controller.k8s import builders
 

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from bindery_session.wire import Bindings, digest
+from bindery_session.wire import Access, BindingMode, Bindings, BindingState, digest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -23,15 +23,12 @@ from controller.domain.delivery import (
 )
 from controller.domain.models import (
     API_VERSION,
-    Access,
     AgentObject,
     AgentSpecSpec,
-    BindingMode,
     ObjectMeta,
 )
 from controller.domain.results import (
     AgentResolution,
-    BindingState,
     BoundResource,
     DirectResult,
     SlotResult,

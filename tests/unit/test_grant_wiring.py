@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from bindery_session.wire import BindingState
 
 from controller.domain.grants import ResourceGrantObject, ResourceGrantSpec, parse_grant
 from controller.domain.models import ObjectMeta, ResourceSelector, parse_object
 from controller.domain.registry import Affected, Registry
-from controller.domain.results import BindingState, ErrorCause, SlotResult
+from controller.domain.results import ErrorCause, SlotResult
 from tests.unit.domain_objects import agent, registry_of, resource, rtype, slot, tool, use
 
 TYPES = (rtype("config"), rtype("vcs"))

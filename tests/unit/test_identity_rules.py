@@ -6,11 +6,12 @@ Each test here failed before the rule it names was built in.
 from __future__ import annotations
 
 import pytest
+from bindery_session.wire import BindingState
 from pydantic import ValidationError
 
 from controller.domain.models import AgentSpecSpec, LabelSelector
 from controller.domain.registry import Affected
-from controller.domain.results import BindingState, BoundResource
+from controller.domain.results import BoundResource
 from tests.unit.domain_objects import agent, registry_of, resource, rtype, slot, tool, use
 
 ISSUE = "github-issue://example/project/7"

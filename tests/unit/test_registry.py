@@ -7,11 +7,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from bindery_session.wire import BindingState
 
 from controller.domain.models import LabelSelector, LabelSelectorRequirement
 from controller.domain.multiindex import MultiIndex
 from controller.domain.registry import Affected, Registry
-from controller.domain.results import BindingState, ErrorCause
+from controller.domain.results import ErrorCause
 from tests.unit.domain_objects import agent, registry_of, resource, rtype, slot, tool, use
 
 REPO = Path(__file__).resolve().parents[2]

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from bindery_session.wire import BindingMode, BindingState
 
 from controller.domain.label_selectors import matches
-from controller.domain.models import BindingMode, LabelSelector, LabelSelectorRequirement
+from controller.domain.models import LabelSelector, LabelSelectorRequirement
 from controller.domain.registry import Registry
 from controller.domain.results import (
-    BindingState,
     BoundResource,
     DirectResult,
     ErrorCause,

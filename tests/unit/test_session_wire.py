@@ -32,13 +32,13 @@ from bindery_session import wire as session_wire
 from bindery_session._inotify import open_watch
 from bindery_session.files import write_atomically
 from bindery_session.testing import FakeBindings
+from bindery_session.wire import Access, BindingMode
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.domain import acknowledgement as ack
-from controller.domain import delivery
-from controller.domain.models import API_VERSION, WORK_ROLE, Access, BindingMode
-from controller.domain.results import BindingState as DomainBindingState
+from controller.domain import delivery, models, results
+from controller.domain.models import API_VERSION, WORK_ROLE
 from controller.domain.work import Hold
 from controller.k8s import builders
 from controller.sidecar import Sidecar
@@ -128,10 +128,12 @@ def test_without_work_is_the_document_rendered_without_the_work() -> None:
     assert src.uri == SRC
 
 
-def test_the_wire_enumerations_carry_the_domains_values() -> None:
-    assert {s.value for s in BindingState} == {s.value for s in DomainBindingState}
-    assert {m.value for m in bindery_session.BindingMode} == {m.value for m in BindingMode}
-    assert {a.value for a in bindery_session.Access} == {a.value for a in Access}
+def test_the_domain_speaks_the_wire_enumerations() -> None:
+    """One definition of each: what resolution produces is what the document carries."""
+    assert results.SlotResult.model_fields["state"].annotation in (BindingState, "BindingState")
+    assert models.ResourceSlot.model_fields["access"].annotation in (Access, "Access")
+    assert bindery_session.BindingMode is BindingMode
+    assert bindery_session.Access is Access
     assert (session_wire.API_VERSION, session_wire.WORK_ROLE) == (API_VERSION, WORK_ROLE)
     assert f"{BindingState.DEFERRED}" == str(BindingState.DEFERRED) == "Deferred"
 

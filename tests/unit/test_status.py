@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from bindery_session.wire import Access, BindingMode, BindingState
 
 from controller.domain.acknowledgement import seconds_since
 from controller.domain.launch import (
@@ -23,10 +24,9 @@ from controller.domain.launch import (
     plan_launch,
     trajectory_hash,
 )
-from controller.domain.models import Access, BindingMode, Runtime, ToolSpec, Workspace
+from controller.domain.models import Runtime, ToolSpec, Workspace
 from controller.domain.results import (
     AgentResolution,
-    BindingState,
     BoundResource,
     Candidate,
     DirectResult,

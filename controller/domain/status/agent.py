@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from bindery_session.wire import BindingState
+
 from controller.domain.acknowledgement import Confirmation, DeliveryView
-from controller.domain.results import AgentResolution, BindingState
+from controller.domain.results import AgentResolution
 from controller.domain.status.bindings import binding_counts, binding_rows
 from controller.domain.status.conditions import (
     MISSING_DEPENDENCY,

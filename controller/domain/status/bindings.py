@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.domain.results import AgentResolution, BindingState
+from bindery_session.wire import BindingState
+
+from controller.domain.results import AgentResolution
 from controller.domain.status.fields import candidate_field, resource_field
 from controller.domain.work import WorkPlan, WorkState
 

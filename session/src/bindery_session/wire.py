@@ -185,6 +185,7 @@ class BindingMode(_Value):
     STATIC = "static"
     PARAMETER = "parameter"
     DIRECT = "direct"
+    """Not a slot mode: an agent's own URI-identified bindings (``resources``)."""
 
 
 class Access(_Value):
