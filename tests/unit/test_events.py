@@ -114,3 +114,26 @@ def test_a_drift_found_at_once_is_said_beside_the_other_events() -> None:
         ("RelaunchRequired", False),
         ("BindingsDelivered", False),
     ]
+
+
+def test_a_session_taking_in_a_new_document_posts_nothing() -> None:
+    """The everyday transition of every agent a binding change reaches: status says it, the
+    changed object counts the rollout; no Event either way (a fleet's worth per edit)."""
+    ready = st(True, "BindingsDelivered", "1 bound", state="Idle")
+    pending = st(False, "DeliveryPending", "waiting for the session to apply ...", state="Idle")
+    again = st(False, "DeliveryPending", "waiting for the session to apply other", state="Idle")
+    assert agent_events(ready, pending, None) == []
+    assert agent_events(pending, again, None) == []
+    assert agent_events(pending, ready, None) == []
+
+
+def test_a_handoff_and_a_session_that_stops_acknowledging_are_still_said() -> None:
+    ready = st(True, "BindingsDelivered", "1 bound", state="Working")
+    releasing = st(False, "DeliveryPending", "... is released once it has", state="Releasing")
+    idle = st(True, "BindingsDelivered", "1 bound", state="Idle")
+    assert reasons(agent_events(ready, releasing, None)) == [("DeliveryPending", False)]
+    assert reasons(agent_events(releasing, idle, None)) == [("BindingsDelivered", False)]
+    pending = st(False, "DeliveryPending", "waiting for the session", state="Idle")
+    silent = st(False, "SessionNotAcknowledging", "has not acknowledged", stalled=True)
+    assert reasons(agent_events(pending, silent, None)) == [("SessionNotAcknowledging", True)]
+    assert reasons(agent_events(silent, idle, None)) == [("BindingsDelivered", False)]

@@ -25,6 +25,8 @@ from controller.domain.status.session import (
 )
 from controller.domain.work import WorkPlan, WorkState
 
+DELIVERY_PENDING = "DeliveryPending"
+"""Ready's reason while the session has yet to apply the current document."""
 RELEASING_STATE = "Releasing"
 """An agent whose withdrawn work hold waits for its session to let go of the URI."""
 SUSPENDED_STATE = "Suspended"
@@ -195,7 +197,7 @@ def _delivery_not_ready(delivery: DeliveryView) -> tuple[str, str, bool] | None:
             True,
         )
     return (
-        "DeliveryPending",
+        DELIVERY_PENDING,
         f"waiting for the session to apply bindings document {short}{releasing}",
         False,
     )

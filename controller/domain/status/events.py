@@ -1,5 +1,6 @@
 """The Events an object's status transition posts: a drift from spec.runtime, a launch, work
-acquired, and each change of what its Ready condition says."""
+acquired, and each change of what its Ready condition says, but for a session taking in a new
+document (see :func:`routine`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.domain.launch import LaunchAction
+from controller.domain.status.agent import DELIVERY_PENDING, RELEASING_STATE
 from controller.domain.status.conditions import is_ready, is_stalled, ready_condition, ready_message
 from controller.domain.work import WorkState
 
@@ -27,6 +29,20 @@ def _news(old: dict[str, Any], new: dict[str, Any]) -> bool:
     if (before.get("status"), before.get("reason")) != (after.get("status"), after.get("reason")):
         return True
     return after.get("status") != "True" and before.get("message") != after.get("message")
+
+
+def routine(st: dict[str, Any]) -> bool:
+    """Whether the agent is not Ready only because its session has yet to apply a new document
+    (and no work hold waits for it: a handoff is news). That is what every binding change brings
+    to every agent it reaches, for a second or so: status says it, and the object the change was
+    made to counts the rollout; an Event per agent, twice per change, would be a fleet's worth of
+    Events (and API writes) for one edit."""
+    ready = ready_condition(st)
+    return (
+        ready.get("status") == "False"
+        and ready.get("reason") == DELIVERY_PENDING
+        and st.get("state") != RELEASING_STATE
+    )
 
 
 def _relaunch_required(st: dict[str, Any]) -> dict[str, Any]:
@@ -70,6 +86,8 @@ def agent_events(
         uri = (new.get("work") or {}).get("uri", "")
         return [*notes, Note("AcquiredWork", f"holds work URI {uri!r}")]
     if not _news(old, new) or (not before and is_ready(new)):
+        return notes
+    if routine(new) or (routine(old) and is_ready(new)):
         return notes
     if is_ready(new):
         notes.append(Note(str(after.get("reason", "")), ready_message(new)))
