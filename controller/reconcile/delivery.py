@@ -60,8 +60,8 @@ class BindingsDelivery:
         the digest the agent's status records for the controller's last write."""
         key = names.key(agent.meta.namespace, agent.meta.name)
         current = self.delivered(agent.meta.namespace, agent.meta.name)
-        rendered = delivery.render(delivery.stamp(document, new_nonce()))
         if current is None:
+            rendered = delivery.render(delivery.stamp(document, new_nonce()))
             desired = builders.bindings_config_map(agent, rendered)
             current, created = await self.writer.create(pass_, api.CONFIG_MAPS, desired)
             if created:
@@ -71,6 +71,7 @@ class BindingsDelivery:
         text = _document(current)
         if delivery.current_stands(text, document, self._written.get(key, recorded_digest)):
             return Delivered(text, written=False)
+        rendered = delivery.render(delivery.stamp(document, new_nonce()))
         await self._write(pass_, current, rendered)
         self._written[key] = delivery.digest(rendered)
         return Delivered(rendered, written=True)

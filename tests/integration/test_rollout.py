@@ -10,17 +10,16 @@ test asks.
 
 from __future__ import annotations
 
-import random
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from harness.kube import Kube
 from harness.sessions import Sessions
 from tests.argocd_health import argo_health
+from tests.integration.conftest import DELIVERING
 from tests.integration.kube import (
     agent,
     apply,
@@ -38,37 +37,6 @@ pytestmark = pytest.mark.integration
 SHARED_URI = "file:///srv/rollout/shared"
 BINDING = {"name": "shared", "tag": "fs-directory", "uri": SHARED_URI}
 Check = Callable[[dict[str, Any]], bool]
-DELIVERING = ("--standalone", "--session-delivery-image", "localhost/bindery:dev")
-"""Session pods get the delivery sidecar (kwok runs no container: the harness plays it)."""
-
-
-@pytest.fixture
-def delivering(
-    cluster: Cluster, crds: list[str], namespace: str, tmp_path: Path
-) -> Iterator[ControllerProcess]:
-    """The controller, its session pods with the delivery sidecar."""
-    proc = ControllerProcess(cluster, namespace, tmp_path, args=DELIVERING).start()
-    try:
-        yield proc
-        proc._alive()
-        cluster.kubectl("delete", "agentspec", "--all", "-n", namespace, "--timeout=60s")
-    finally:
-        proc.stop()
-
-
-@pytest.fixture
-def sessions(cluster: Cluster, namespace: str) -> Iterator[Sessions]:
-    """Every session pod's sidecar and runtime: they apply each document within a tenth of a
-    second unless told otherwise."""
-    kube = Kube(cluster.kubeconfig, user_agent="bindery-test-sessions/1")
-    rng = random.Random(38)  # noqa: S311 - a seeded, reproducible simulation
-    played = Sessions(kube, namespace, rng, acknowledging_share=1.0, delay=lambda r: 0.05)
-    played.start()
-    try:
-        yield played
-    finally:
-        played.stop()
-        kube.close()
 
 
 def shared(generation_note: str = "1") -> dict[str, Any]:

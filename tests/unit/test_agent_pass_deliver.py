@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import copy
+
+from controller.domain.delivery import nonce_of
 from controller.domain.refs import Request
 from controller.k8s import api
+from controller.reconcile import Controller
+from harness.fakes import ScriptedApi
 from tests.unit.agent_pass_world import (
     NS,
     X,
     agent,
+    edit,
     run,
     world,
 )
@@ -79,3 +85,61 @@ async def test_what_an_earlier_agent_of_the_same_name_left_is_taken_over_at_once
     (owner,) = fake.objects[("configmaps", NS, "a-bindings")]["metadata"]["ownerReferences"]
     assert owner["uid"] == "a-uid"
     assert c.store.status(api.AGENTS, f"{NS}/a")["state"] == "Idle"
+
+
+def _restarted(fake: ScriptedApi) -> Controller:
+    """A new controller over what an earlier one wrote (a restart: nothing in memory)."""
+    c = Controller(fake)  # type: ignore[arg-type]
+    endpoints = {e.plural: e for e in (api.AGENTS, api.RESOURCE_TYPES, api.CONFIG_MAPS, api.LEASES)}
+    for (plural, _, _), body in list(fake.objects.items()):
+        if plural in endpoints:
+            c.observe(endpoints[plural], copy.deepcopy(body))
+    c.queue.drain()
+    return c
+
+
+def _document(fake: ScriptedApi) -> str:
+    return str(fake.objects[("configmaps", NS, "a-bindings")]["data"]["bindings.json"])
+
+
+async def test_a_restart_keeps_the_document_in_place_and_writes_nothing() -> None:
+    """The status records the digest of the controller's last write: a new process finds the
+    same bindings in that very document and leaves it (and its nonce) alone."""
+    c, fake = world(agent("a", X))
+    await run(c, "a")
+    written = _document(fake)
+    assert nonce_of(written)
+    fake.writes.clear()
+    await run(_restarted(fake), "a")
+    assert fake.writes == []
+    assert _document(fake) == written
+
+
+async def test_an_earlier_document_put_back_by_hand_is_written_anew() -> None:
+    """An ``edit`` user restores an earlier document with the same bindings (and its nonce, one
+    the session may have acknowledged): it is not the write the controller recorded, so the
+    controller writes the document again under a fresh nonce, after a restart too."""
+    c, fake = world(agent("a", X))
+    await run(c, "a")
+    first = _document(fake)
+    edit(c, fake, agent("a", review=X))
+    c.queue.drain()
+    await run(c, "a")
+    edit(c, fake, agent("a", X))
+    c.queue.drain()
+    await run(c, "a")
+    latest = _document(fake)
+    assert latest != first
+    assert nonce_of(latest) != nonce_of(first)
+    for controller in (c, _restarted(fake)):
+        stored = fake.objects[("configmaps", NS, "a-bindings")]
+        stored["data"] = {"bindings.json": first}
+        stored["metadata"]["resourceVersion"] = str(next(fake._rv))
+        controller.observe(api.CONFIG_MAPS, copy.deepcopy(stored))
+        controller.queue.drain()
+        fake.writes.clear()
+        await run(controller, "a")
+        assert fake.writes[0] == ("patch", "configmaps", "a-bindings")
+        rewritten = _document(fake)
+        assert rewritten not in (first, latest)
+        assert nonce_of(rewritten) not in (nonce_of(first), nonce_of(latest), "")
