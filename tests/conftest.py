@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from harness.cluster import K8S_VERSION_ENV, LocalCluster, requested_k8s_version
-from tests.support import Cluster, ControllerProcess, install_crds, running
+from tests.support import Cluster, ControllerProcess, controller_for, install_crds, running
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -69,14 +69,5 @@ def controller(
     cluster: Cluster, crds: list[str], namespace: str, tmp_path: Path
 ) -> Iterator[ControllerProcess]:
     """The controller running against the test's namespace; fails the test if it crashed."""
-    proc = ControllerProcess(cluster, namespace, tmp_path).start()
-    try:
+    with controller_for(cluster, namespace, tmp_path) as proc:
         yield proc
-        proc._alive()
-        # Delete the agents while the controller runs, so their finalizers are honoured and
-        # the namespace can go.
-        cluster.kubectl("delete", "agentspec", "--all", "-n", namespace, "--timeout=60s")
-    finally:
-        proc.stop()
-    errors = [line for line in proc.lines_before_shutdown() if '"level": "error"' in line]
-    assert not errors, "the controller logged errors:\n" + "\n".join(errors[:20])

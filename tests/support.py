@@ -12,6 +12,7 @@ import os
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -146,6 +147,25 @@ class ControllerProcess(process.ControllerProcess):
         if not self.alive():
             raise AssertionError(f"the controller exited; its log:\n{self.logs()[-4000:]}")
         return True
+
+
+@contextmanager
+def controller_for(
+    cluster: Cluster, namespace: str, log_dir: Path, **options: Any
+) -> Iterator[ControllerProcess]:
+    """A fixture's body: the controller for the test's namespace (``options`` as
+    :class:`ControllerProcess` takes them). The test fails if it exited or logged an error. The
+    agents are deleted while it still runs, so their finalizers are honoured and the namespace
+    can go."""
+    proc = ControllerProcess(cluster, namespace, log_dir, **options).start()
+    try:
+        yield proc
+        proc._alive()
+        cluster.kubectl("delete", "agentspec", "--all", "-n", namespace, "--timeout=60s")
+    finally:
+        proc.stop()
+    errors = [line for line in proc.lines_before_shutdown() if '"level": "error"' in line]
+    assert not errors, "the controller logged errors:\n" + "\n".join(errors[:20])
 
 
 @dataclass(frozen=True)

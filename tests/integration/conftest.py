@@ -12,7 +12,7 @@ import pytest
 
 from harness.kube import Kube
 from harness.sessions import Sessions
-from tests.support import Cluster, ControllerProcess
+from tests.support import Cluster, ControllerProcess, controller_for
 
 DELIVERING = ("--standalone", "--session-delivery-image", "localhost/bindery:dev")
 """Session pods get the delivery sidecar (kwok runs no container: the harness plays it)."""
@@ -23,13 +23,8 @@ def delivering(
     cluster: Cluster, crds: list[str], namespace: str, tmp_path: Path
 ) -> Iterator[ControllerProcess]:
     """The controller, its session pods with the delivery sidecar."""
-    proc = ControllerProcess(cluster, namespace, tmp_path, args=DELIVERING).start()
-    try:
+    with controller_for(cluster, namespace, tmp_path, args=DELIVERING) as proc:
         yield proc
-        proc._alive()
-        cluster.kubectl("delete", "agentspec", "--all", "-n", namespace, "--timeout=60s")
-    finally:
-        proc.stop()
 
 
 @pytest.fixture

@@ -48,7 +48,7 @@ from tests.integration.sessions_helpers import (
     uid,
 )
 from tests.integration.test_work import URI, DeliveryWatcher, deliveries, holder_of
-from tests.support import Cluster, ControllerProcess, wait_for
+from tests.support import Cluster, ControllerProcess, controller_for, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -66,20 +66,9 @@ def acknowledging(
     """The controller with the delivery sidecar configured, so sessions can acknowledge: on
     kwok no process runs, so a session never does by itself and its agent stays Releasing
     (the test writes the acknowledgement the sidecar would)."""
-    proc = ControllerProcess(
-        cluster,
-        namespace,
-        tmp_path,
-        env={"BINDERY_SESSION_DELIVERY_IMAGE": "localhost/bindery:dev"},
-    ).start()
-    try:
+    env = {"BINDERY_SESSION_DELIVERY_IMAGE": "localhost/bindery:dev"}
+    with controller_for(cluster, namespace, tmp_path, env=env) as proc:
         yield proc
-        proc._alive()
-        cluster.kubectl("delete", "agentspec", "--all", "-n", namespace, "--timeout=60s")
-    finally:
-        proc.stop()
-    errors = [line for line in proc.lines_before_shutdown() if '"level": "error"' in line]
-    assert not errors, "the controller logged errors:\n" + "\n".join(errors[:20])
 
 
 def holder_with_session_and_waiter(cluster: Cluster, namespace: str) -> dict[str, Any]:
