@@ -16,7 +16,6 @@ import argparse
 import json
 import logging
 import os
-import random
 import re
 import sys
 import tempfile
@@ -45,7 +44,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--per-uri", type=int, default=5, help="agents competing per work URI")
     p.add_argument("--seconds", type=float, default=30.0, help="seconds of churn per run")
     p.add_argument("--interval", type=float, default=0.1, help="mean seconds between changes")
-    p.add_argument("--seed", type=int, default=None, help="seed of the first run (default: time)")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="seed of the first run; run i has seed + i, so the seed a run printed replays its "
+        "churn with --seed SEED --runs 1 (default: time)",
+    )
     p.add_argument(
         "--kill-controller",
         action=argparse.BooleanOptionalAction,
@@ -261,10 +266,9 @@ def main(argv: list[str] | None = None) -> int:
         say(f"chaos: garbage collector ready for AgentSpecs after {warm_up_gc(kube):.1f} s")
         apiserver = ApiServer(cluster) if opts.restart_apiserver else None
         for i in range(args.runs):
-            run_seed = random.Random(seed + i).randrange(1 << 31)
             result = run_once(
                 i,
-                run_seed,
+                seed + i,
                 opts,
                 kube=kube,
                 kubeconfig=str(kubeconfig),
