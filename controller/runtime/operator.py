@@ -21,6 +21,7 @@ import structlog
 from multidict import CIMultiDict
 from prometheus_client import start_http_server
 
+from controller.domain.models import GROUP
 from controller.domain.work import WorkScope
 from controller.k8s.api import AGENTS, ApiError, KubeApi, decode_json, load_api_client
 from controller.reconcile import Controller
@@ -36,6 +37,7 @@ from controller.runtime.preflight import (
     default_namespace,
     load_client,
     port_in_use,
+    unserved,
 )
 from controller.runtime.settings import Settings
 
@@ -99,6 +101,17 @@ def build_registry(settings: Settings, stop: asyncio.Event) -> kopf.OperatorRegi
         kopf_settings: kopf.OperatorSettings = kwargs["settings"]
         handlers.configure_watching(kopf_settings, namespaced=bool(settings.namespaces))
         kube = KubeApi(load_api_client(), connections=max(4, settings.workers * 2))
+        # kopf discovers what to watch once, right after this activity: a kind its discovery
+        # misses (an API server restarting since the preflight) goes unwatched until some CRD
+        # changes. Hold the start back until all five are served again.
+        missing = await unserved(kube)
+        if missing:
+            await kube.close()
+            raise kopf.TemporaryError(
+                f"the API server does not serve {', '.join(missing)} ({GROUP}) right now (it may "
+                "be restarting); waiting, so that kopf watches every Bindery kind",
+                delay=2.0,
+            )
         controller = Controller(
             kube,
             workers=settings.workers,

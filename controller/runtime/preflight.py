@@ -95,6 +95,23 @@ async def _ready(kube: KubeApi) -> bool:
     return True
 
 
+async def unserved(kube: KubeApi) -> list[str]:
+    """The Bindery kinds (plurals) the API server's discovery does not list now: all of them
+    while a just-restarted API server has yet to read the CRDs back from etcd."""
+    groups = await kube.request("GET", "/apis")
+    served_versions = {
+        str(v.get("version", ""))
+        for g in groups.get("groups") or []
+        if g.get("name") == GROUP
+        for v in g.get("versions") or []
+    }
+    discovery = (
+        await kube.request("GET", f"/apis/{GROUP}/{VERSION}") if VERSION in served_versions else {}
+    )
+    served = {str(r.get("name", "")) for r in discovery.get("resources") or []}
+    return [p for p in PLURALS if p not in served]
+
+
 async def _check_api(api: client.ApiClient) -> ServerVersion:
     server = api.configuration.host
     kube = KubeApi(api, connections=1)
@@ -116,20 +133,7 @@ async def _check_api(api: client.ApiClient) -> ServerVersion:
                     Exit.UNREACHABLE,
                 ) from exc
             raise
-        groups = await kube.request("GET", "/apis")
-        served_versions = {
-            str(v.get("version", ""))
-            for g in groups.get("groups") or []
-            if g.get("name") == GROUP
-            for v in g.get("versions") or []
-        }
-        discovery = (
-            await kube.request("GET", f"/apis/{GROUP}/{VERSION}")
-            if VERSION in served_versions
-            else {}
-        )
-        served = {str(r.get("name", "")) for r in discovery.get("resources") or []}
-        missing = [p for p in PLURALS if p not in served]
+        missing = await unserved(kube)
         if missing and not await _ready(kube):
             # Just started: it serves discovery before it has read the CRDs back from etcd.
             raise PreflightError(
