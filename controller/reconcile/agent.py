@@ -49,7 +49,7 @@ from controller.k8s import api
 from controller.k8s.api import ApiError
 from controller.reconcile import metrics
 from controller.reconcile.acks import Acknowledgements
-from controller.reconcile.delivery import BindingsDelivery
+from controller.reconcile.delivery import BindingsDelivery, Delivered
 from controller.reconcile.events import EventRecorder
 from controller.reconcile.holds import FINALIZER, WorkHolds
 from controller.reconcile.kinds import report_failure, reported_failure, write_status
@@ -287,8 +287,7 @@ class AgentReconciler:
             pass_,
             agent=agent,
             holding=holding,
-            rendered=delivered.rendered,
-            delivered=delivered.written,
+            delivered=delivered,
         )
         if not holding.uri and not self.holds.of(agent):  # 5. drop finalizer
             await self.holds.ensure_finalizer(pass_, self._latest(pass_), present=False)
@@ -311,16 +310,15 @@ class AgentReconciler:
         *,
         agent: AgentObject,
         holding: WorkPlan,
-        rendered: str,
-        delivered: bool,
+        delivered: Delivered,
     ) -> Released:
         """Release the holds the document no longer carries once the session has let go of
         them."""
-        digest = ack.digest(rendered)
+        digest = delivered.digest
         now = pass_.now.micro_rfc3339
         before = pass_.old.get("delivery") or {}
         written_at = str(before.get("writtenAt") or now)
-        if delivered or before.get("digest") != digest:
+        if delivered.written or before.get("digest") != digest:
             written_at = now
         elif not ack.countable_time(written_at, pass_.now.wall):
             written_at = now  # a time it cannot count from (written by others): from now on

@@ -25,6 +25,8 @@ class Delivered:
     """The document an agent's ConfigMap carries after :meth:`BindingsDelivery.deliver`."""
 
     rendered: str
+    digest: str
+    """The digest of ``rendered``: what the session's acknowledgement must name."""
     written: bool
     """Whether this pass wrote it."""
 
@@ -65,16 +67,20 @@ class BindingsDelivery:
             desired = builders.bindings_config_map(agent, rendered)
             current, created = await self.writer.create(pass_, api.CONFIG_MAPS, desired)
             if created:
-                self._written[key] = delivery.digest(rendered)
-                return Delivered(rendered, written=True)
+                return self._wrote(key, rendered)
         current = await self.writer.own(pass_, api.CONFIG_MAPS, current, agent, "ConfigMap")
         text = _document(current)
-        if delivery.current_stands(text, document, self._written.get(key, recorded_digest)):
-            return Delivered(text, written=False)
+        expected = self._written.get(key, recorded_digest)
+        if delivery.current_stands(text, document, expected):
+            return Delivered(text, expected, written=False)
         rendered = delivery.render(delivery.stamp(document, new_nonce()))
         await self._write(pass_, current, rendered)
-        self._written[key] = delivery.digest(rendered)
-        return Delivered(rendered, written=True)
+        return self._wrote(key, rendered)
+
+    def _wrote(self, key: str, rendered: str) -> Delivered:
+        written = Delivered(rendered, delivery.digest(rendered), written=True)
+        self._written[key] = written.digest
+        return written
 
     async def withdraw_work(
         self, pass_: Pass, agent_namespace: str, agent_name: str, agent_uid: str
