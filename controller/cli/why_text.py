@@ -177,10 +177,15 @@ DELIVERY_SAID = {
 }
 
 
+TO_BE_WRITTEN = "the controller writes it at its next pass"
+
+
 def _delivery_text(doc: dict[str, Any]) -> list[str]:
     delivery = doc.get("delivery")
     if not delivery:
         return []
+    if delivery.get("toBeWritten"):
+        return ["", f"Bindings document: not written yet ({TO_BE_WRITTEN})"]
     short = str(delivery.get("digest", ""))[:19]
     said = DELIVERY_SAID.get(str(delivery.get("confirmation")), "")
     if not delivery.get("podUID") and delivery.get("confirmation") == "Confirmed":

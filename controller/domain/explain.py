@@ -297,8 +297,8 @@ def _session(
 
 
 UNWRITTEN = "unwritten"
-"""The nonce ``bindery why`` names a document the controller has yet to write by (the
-controller draws hexadecimal ones): its digest matches no acknowledgement."""
+"""The nonce ``bindery why`` decides a document the controller has yet to write by (the
+controller draws hexadecimal ones): its digest matches no acknowledgement, and is not shown."""
 
 
 def delivery_view(
@@ -343,8 +343,9 @@ def _delivery(
     inputs: WorkInputs,
     plan: WorkPlan,
     observed: Observed,
-) -> ack.DeliveryView:
-    """The acknowledgement of the document the controller delivers for this plan."""
+) -> tuple[ack.DeliveryView, bool]:
+    """The acknowledgement of the document the controller delivers for this plan, and whether
+    that document is in place (else the controller's next pass writes it)."""
     fence = next(
         (h for h in inputs.own_holds if h.uri == plan.uri and h.namespace == inputs.location),
         next((h for h in inputs.own_holds if h.uri == plan.uri), None),
@@ -388,8 +389,8 @@ def _delivery(
         view.confirmation is ack.Confirmation.UNVERIFIABLE
         and since >= observed.unacknowledged_release
     ):
-        return replace(view, releasing=())
-    return view
+        return replace(view, releasing=()), stands
+    return view, stands
 
 
 def explain(observed: Observed) -> dict[str, Any]:
@@ -423,7 +424,7 @@ def explain(observed: Observed) -> dict[str, Any]:
     inputs, world = gather_work(agent, resolution, observed, registry)
     plan = inputs.plan()
     session, session_doc = _session(agent, observed, plan)
-    delivery = _delivery(agent, resolution, inputs, plan, observed)
+    delivery, in_place = _delivery(agent, resolution, inputs, plan, observed)
     expected = status_builder.agent_status(
         generation=generation,
         resolution=resolution,
@@ -450,5 +451,8 @@ def explain(observed: Observed) -> dict[str, Any]:
         if "delivery" in expected
         else None
     )
+    if doc["delivery"] is not None and not in_place:  # its digest is not drawn yet
+        doc["delivery"].pop("digest", None)
+        doc["delivery"]["toBeWritten"] = True
     doc["events"] = _events(observed.events)
     return doc

@@ -378,6 +378,10 @@ def test_a_grant_that_does_not_parse_is_ignored_with_its_reason() -> None:
 # ------------------------------------------------------------ acknowledgements, as the controller
 
 
+WRITTEN = ack.digest('{"bindings": [], "nonce": "0123456789abcdef"}')
+"""The digest the agent's status records for the controller's last write."""
+
+
 def acknowledging_world(lease_annotations: dict[str, str] | None, *, age: float) -> ex.Observed:
     """An idle agent whose session runs a pod with the delivery sidecar; the document the
     controller delivers was written ``age`` seconds before ``now``."""
@@ -385,10 +389,8 @@ def acknowledging_world(lease_annotations: dict[str, str] | None, *, age: float)
     running = pod(0)
     running["metadata"]["uid"] = "pod-1"
     running["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
-    first = ex.explain(ex.Observed(agent=me, types=TYPES, session=session(0, RUNTIME), pod=running))
-    me["status"] = {
-        "delivery": {"digest": first["delivery"]["digest"], "writtenAt": "2026-12-01T12:00:00Z"}
-    }
+    # the ConfigMap is not observed (``why`` may not read it): the recorded write is in place
+    me["status"] = {"delivery": {"digest": WRITTEN, "writtenAt": "2026-12-01T12:00:00Z"}}
     lease = None if lease_annotations is None else {"metadata": {"annotations": lease_annotations}}
     return ex.Observed(
         agent=me,
@@ -411,6 +413,19 @@ def test_an_unacknowledged_document_is_pending_then_overdue() -> None:
     late = ex.explain(acknowledging_world(None, age=61))
     assert ready_of(late) == ("False", "SessionNotAcknowledging")
     assert "not yet acknowledged" in why_text.render_text(late)
+
+
+def test_a_document_the_controller_has_yet_to_write_names_no_digest() -> None:
+    world = acknowledging_world(None, age=5)
+    world.agent["status"] = {}  # nothing written yet
+    doc = ex.explain(world)
+    assert doc["delivery"]["toBeWritten"] is True
+    assert "digest" not in doc["delivery"]
+    assert ready_of(doc) == ("False", "DeliveryPending")
+    assert "Bindings document: not written yet" in why_text.render_text(doc)
+    written = ex.explain(acknowledging_world(None, age=5))
+    assert written["delivery"]["digest"] == WRITTEN
+    assert "toBeWritten" not in written["delivery"]
 
 
 def test_an_applied_or_refused_document_reads_as_the_controller_says() -> None:
