@@ -21,15 +21,17 @@ THROUGHPUT_SAME_TARGET = 1.3
 CPU_PER_AGENT_TARGET_MS = 5.0
 
 
-def kopf_floor(b: Bench) -> dict[str, float]:
-    """bench/e2e_kopf_floor.py on the controller's namespace, before the controller starts:
-    the same objects, listed by kopf alone (no-op handlers, the controller's settings)."""
-    env, ns = b.env, b.ctl_ns
+def kopf_floor(b: Bench, namespace: str | None = None) -> dict[str, float]:
+    """bench/e2e_kopf_floor.py on ``namespace`` (the controller's by default) while no
+    controller runs: the objects a controller started there lists, listed by kopf alone (no-op
+    handlers, the controller's settings)."""
+    env, ns = b.env, namespace or b.ctl_ns
     expect = len(env.kube.list_all(objs.path("resourcetypes"))) + sum(
         len(env.kube.list_all(objs.path(plural, ns)))
         for plural in ("resources", "tools", "agentspecs")
     )
-    proc = KopfFloorProc(env.kubeconfig, ns, expect, env.work / "logs" / "kopf-floor.log")
+    log_file = env.work / "logs" / f"kopf-floor-{ns}.log"
+    proc = KopfFloorProc(env.kubeconfig, ns, expect, log_file)
     env.procs.append(proc)
     cpu0 = env.cpu_snapshot()
     figures = proc.start().result(b.args.timeout)

@@ -62,7 +62,7 @@ def _registry(expect: int, stop: asyncio.Event, imports_cpu: float) -> kopf.Oper
         settings.watching.server_timeout = 300
         settings.watching.client_timeout = 330
         settings.watching.chunk_size = PAGE
-        settings.queueing.idle_timeout = 0.5
+        settings.queueing.idle_timeout = 0.05
         settings.persistence.diffbase_storage = _NoDiffBase()
         settings.posting.level = logging.ERROR
 

@@ -14,6 +14,7 @@ import os
 import time
 from typing import Any
 
+from bench import e2e_cpu
 from bench import e2e_objects as objs
 from bench.e2e_env import CONTROLLER_UA, Bench
 from bench.e2e_procs import wait_settled
@@ -91,6 +92,14 @@ def _rows(b: Bench, row: dict[str, Any], before: dict[str, Any] | None) -> None:
         f"LIST done {row['indexed_s']:.1f} s, queue drained {row['reconciled_s']:.1f} s, "
         f"CPU {row['cpu_s']:.1f} s, {row['writes']} writes; load {row['load']:.1f}"
     )
+    floor = row.get("floor") or {}
+    if floor:
+        note += (
+            f"; kopf alone listing the same {floor['listed']:,} objects just before: "
+            f"{floor['listed_s']:.1f} s, CPU {floor['cpu_s']:.1f} s (start-up "
+            f"{row['startup_s'] / floor['listed_s']:.2f}x, "
+            f"CPU {row['cpu_s'] / floor['cpu_s']:.2f}x)"
+        )
     value = f"{row['startup_s']:.1f} s"
     goal = targets(n)
     figure = f"start-up, {label} (spawn -> indexed, reconciled, quiet)"
@@ -127,12 +136,45 @@ def _rows(b: Bench, row: dict[str, Any], before: dict[str, Any] | None) -> None:
         r.info("4 scale", figure, rss, per)
 
 
+QUIET_SHARE = 0.10
+"""The API server is quiet when it used at most this share of one core over a window of
+:data:`QUIET_WINDOW_S` seconds: a restart right after a large prefill would otherwise share
+the machine with the API server still compacting and serving its own work."""
+QUIET_WINDOW_S = 5.0
+QUIET_TIMEOUT_S = 180.0
+
+
+def wait_quiet(b: Bench) -> dict[str, float]:
+    """Wait (at most :data:`QUIET_TIMEOUT_S`) until the API server is quiet; how long that took
+    and its share of a core over the last window."""
+    env = b.env
+    t0 = time.monotonic()
+    share = float("nan")
+    while time.monotonic() - t0 < QUIET_TIMEOUT_S:
+        before = env.cpu_snapshot()
+        time.sleep(QUIET_WINDOW_S)
+        used = env.cpu_since(before, {})
+        share = used.get("kube-apiserver", 0.0) / max(used["wall"], 1e-3)
+        if share <= QUIET_SHARE:
+            break
+    waited = {"quiet_wait_s": round(time.monotonic() - t0, 1), "apiserver_share": round(share, 3)}
+    log(f"API server quiet: {waited}")
+    return waited
+
+
 def _restart(b: Bench, namespace: str, shape: objs.Shape, tag: str) -> dict[str, Any]:
-    """Stop the running controller, start one over ``namespace``, and wait until it settles."""
+    """Stop the running controller, wait until the API server is quiet, measure the kopf floor
+    over ``namespace`` when a target applies (kopf alone listing the same objects, just before),
+    start a controller over it, and wait until it settles."""
     env = b.env
     if b.ctl is not None:
         b.ctl.stop()
         time.sleep(1.0)
+    quiet = wait_quiet(b)
+    large = shape.agents > b.shape.agents and targets(shape.agents) is not None
+    floor = e2e_cpu.kopf_floor(b, namespace) if large else {}
+    if floor:
+        quiet = wait_quiet(b)
     load = os.getloadavg()[0]
     mark = audit_mark(env.audit_log)
     ctl = b.ctl = env.controller(namespace, tag).start()
@@ -157,6 +199,8 @@ def _restart(b: Bench, namespace: str, shape: objs.Shape, tag: str) -> dict[str,
         "hwm_mib": ctl.hwm_mib(),
         "writes": len(writes),
         "write_kinds": summarize(writes),
+        "floor": floor,
+        **quiet,
     }
     log(f"restart in {namespace} with {shape.agents} agents: {out}")
     return out
