@@ -142,12 +142,13 @@ class Env:
         if w in self.watches:
             self.watches.remove(w)
 
-    def controller(self, namespace: str, tag: str) -> ControllerProc:
+    def controller(self, namespace: str, tag: str, *, liveness: bool = False) -> ControllerProc:
         ctl = ControllerProc(
             self.kubeconfig,
             namespace,
             self.work / "logs" / f"controller-{tag}.log",
             src=self.controller_src,
+            liveness=liveness,
         )
         self.procs.append(ctl)
         return ctl

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import threading
 import time
 import urllib.request
 from contextlib import suppress
@@ -72,11 +73,19 @@ class ControllerProc(Proc):
         kubeconfig: str,
         namespace: str,
         log_path: Path,
+        *,
         log_level: str = "INFO",
         src: Path | None = None,
+        liveness: bool = False,
     ) -> None:
         self.metrics_port = free_port()
-        argv = controller_argv(namespace, log_level=log_level, metrics_port=self.metrics_port)
+        self.liveness_url = f"http://127.0.0.1:{free_port()}/healthz" if liveness else ""
+        argv = controller_argv(
+            namespace,
+            log_level=log_level,
+            metrics_port=self.metrics_port,
+            liveness=self.liveness_url,
+        )
         super().__init__(argv, kubeconfig, log_path, src)
 
     def metrics(self) -> dict[str, float]:
@@ -262,3 +271,59 @@ def _settled(
         passes=final,
         cpu_s=samples[-1][3],
     )
+
+
+class LivenessProber:
+    """Asks a controller's liveness endpoint every ``period`` seconds, as the kubelet would
+    (``timeout`` seconds per answer), from a thread, until :meth:`stop`: how long each answer
+    took while the controller started, and which came late or not at all.
+
+    Refused connections before the first answer are the endpoint not served yet, not failures.
+    """
+
+    def __init__(self, url: str, *, period: float = 2.0, timeout: float = 5.0) -> None:
+        if not url.startswith("http://"):
+            raise ValueError(f"liveness prober: {url!r} is not an http:// URL")
+        self.url, self.period, self.timeout = url, period, timeout
+        self.answers: list[float] = []
+        self.failures: list[str] = []
+        self.first_answer_s: float | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="liveness", daemon=True)
+        self._began = 0.0
+
+    def start(self) -> Self:
+        self._began = time.monotonic()
+        self._thread.start()
+        return self
+
+    def stop(self) -> dict[str, float | int | None]:
+        """Stop asking; the figures: answers, failures, the slowest answer (seconds)."""
+        self._stop.set()
+        self._thread.join(self.timeout + self.period)
+        return {
+            "answers": len(self.answers),
+            "failures": len(self.failures),
+            "slowest_s": round(max(self.answers), 3) if self.answers else None,
+            "first_answer_s": self.first_answer_s,
+        }
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            t = time.monotonic()
+            try:
+                with urllib.request.urlopen(self.url, timeout=self.timeout) as resp:  # noqa: S310
+                    resp.read()
+                    ok = resp.status == 200
+            except OSError as exc:
+                if self.first_answer_s is None and "refused" in str(exc).lower():
+                    continue  # not served yet
+                self.failures.append(f"{t - self._began:.1f} s: {exc}")
+                continue
+            took = time.monotonic() - t
+            if self.first_answer_s is None:
+                self.first_answer_s = round(t - self._began, 1)
+            if ok and took <= self.timeout:
+                self.answers.append(took)
+            else:
+                self.failures.append(f"{t - self._began:.1f} s: HTTP {resp.status} in {took:.1f} s")

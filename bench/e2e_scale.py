@@ -17,7 +17,7 @@ from typing import Any
 from bench import e2e_cpu
 from bench import e2e_objects as objs
 from bench.e2e_env import CONTROLLER_UA, Bench
-from bench.e2e_procs import wait_settled
+from bench.e2e_procs import LivenessProber, wait_settled
 from bench.report import log
 from harness.kube import audit_mark, audit_writes, by_agent, summarize
 
@@ -116,6 +116,20 @@ def _rows(b: Bench, row: dict[str, Any], before: dict[str, Any] | None) -> None:
         )
     else:
         r.info("4 scale", figure, value, note)
+    live = row.get("liveness")
+    if live and live["answers"] + live["failures"]:
+        slowest = live["slowest_s"] or 0.0
+        r.against(
+            "4 scale",
+            f"liveness during the start-up, {label} (slowest answer, every 2 s)",
+            f"{slowest:.2f} s; {live['failures']} late or failed of "
+            f"{live['answers'] + live['failures']}",
+            f"<= {LIVENESS_TIMEOUT_S:g} s, none late",
+            measured=slowest if not live["failures"] else float("inf"),
+            limit=LIVENESS_TIMEOUT_S,
+            note=f"first answer {live['first_answer_s']} s after spawn; the chart probes every "
+            "20 s with a 5 s timeout and restarts after 3 failures in a row",
+        )
     rss = f"{row['rss_mib']:.0f} MiB; {row['hwm_mib']:.0f} MiB"
     per = f"{row['hwm_mib'] * 1024 / n:.1f} KiB per agent (peak / agents)"
     if before is not None:
@@ -136,6 +150,9 @@ def _rows(b: Bench, row: dict[str, Any], before: dict[str, Any] | None) -> None:
         r.info("4 scale", figure, rss, per)
 
 
+LIVENESS_TIMEOUT_S = 5.0
+"""The chart's liveness probe timeout (``health.livenessProbe.timeoutSeconds``): a start-up
+whose liveness endpoint answers later than this is one the kubelet counts as failing."""
 QUIET_SHARE = 0.10
 """The API server is quiet when it used at most this share of one core over a window of
 :data:`QUIET_WINDOW_S` seconds: a restart right after a large prefill would otherwise share
@@ -177,11 +194,15 @@ def _restart(b: Bench, namespace: str, shape: objs.Shape, tag: str) -> dict[str,
         quiet = wait_quiet(b)
     load = os.getloadavg()[0]
     mark = audit_mark(env.audit_log)
-    ctl = b.ctl = env.controller(namespace, tag).start()
+    ctl = b.ctl = env.controller(namespace, tag, liveness=True).start()
+    prober = LivenessProber(ctl.liveness_url, timeout=LIVENESS_TIMEOUT_S).start()
     prof = b.profile(ctl, tag)
     objects = shape.agents + shape.resources + 10 + 7
     settled = wait_settled(ctl, objects, timeout=b.args.timeout)
     b.unprofile(prof)
+    liveness = prober.stop()
+    if prober.failures:
+        log(f"liveness answers that failed or came late: {prober.failures[:10]}")
     writes = by_agent(audit_writes(env.audit_log, mark), CONTROLLER_UA)
     out = {
         "agents": shape.agents,
@@ -200,6 +221,7 @@ def _restart(b: Bench, namespace: str, shape: objs.Shape, tag: str) -> dict[str,
         "writes": len(writes),
         "write_kinds": summarize(writes),
         "floor": floor,
+        "liveness": liveness,
         **quiet,
     }
     log(f"restart in {namespace} with {shape.agents} agents: {out}")

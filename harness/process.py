@@ -33,10 +33,12 @@ def controller_argv(
     args: tuple[str, ...] = ("--standalone",),
     log_level: str = "DEBUG",
     metrics_port: int = 0,
+    liveness: str = "",
 ) -> list[str]:
-    """``-m controller run ...`` for one namespace, without liveness endpoint."""
+    """``-m controller run ...`` for one namespace, with kopf's liveness endpoint at the URL
+    ``liveness`` (none by default)."""
     return [
-        *("-m", "controller", "run", *args, "--namespace", namespace, "--liveness="),
+        *("-m", "controller", "run", *args, "--namespace", namespace, f"--liveness={liveness}"),
         *("--metrics-port", str(metrics_port), "--log-level", log_level),
     ]
 
