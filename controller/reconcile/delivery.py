@@ -24,9 +24,8 @@ def new_nonce() -> str:
 class Delivered:
     """The document an agent's ConfigMap carries after :meth:`BindingsDelivery.deliver`."""
 
-    rendered: str
     digest: str
-    """The digest of ``rendered``: what the session's acknowledgement must name."""
+    """Its digest: what the session's acknowledgement must name."""
     written: bool
     """Whether this pass wrote it."""
 
@@ -72,13 +71,13 @@ class BindingsDelivery:
         text = _document(current)
         expected = self._written.get(key, recorded_digest)
         if delivery.current_stands(text, document, expected):
-            return Delivered(text, expected, written=False)
+            return Delivered(expected, written=False)
         rendered = delivery.render(delivery.stamp(document, new_nonce()))
         await self._write(pass_, current, rendered)
         return self._wrote(key, rendered)
 
     def _wrote(self, key: str, rendered: str) -> Delivered:
-        written = Delivered(rendered, delivery.digest(rendered), written=True)
+        written = Delivered(delivery.digest(rendered), written=True)
         self._written[key] = written.digest
         return written
 
