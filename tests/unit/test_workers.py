@@ -8,6 +8,7 @@ integration tests, which restart a real kube-apiserver. Time is virtual (the ``c
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -228,3 +229,69 @@ def test_results_combine_to_the_earliest_requeue() -> None:
     assert (Result(False) | Result(False)) == Result(False, None)
     assert Result(True, 1.0).requeue(None) == Result(True, 1.0)
     assert Result(False, 7.0).requeue(3.0) == Result(False, 3.0)
+
+
+# ------------------------------------------------------------ the event loop's turn
+
+
+@dataclass
+class Quiet:
+    """Passes that await nothing that suspends, as a restart's passes that write nothing."""
+
+    order: list[str]
+    expect: int
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def reconcile(self, pass_: Pass) -> Result:
+        self.order.append(f"pass {pass_.request.ref.name}")
+        if sum(o.startswith("pass") for o in self.order) == self.expect:
+            self.done.set()
+        return Result(changed=False)
+
+    async def gone(self, pass_: Pass) -> None:
+        return None
+
+
+async def _interleaving(slice_seconds: float, passes: int = 5) -> list[str]:
+    """What ran, in order: ``passes`` queued passes, and a task that wants the loop at every
+    turn (as the liveness endpoint, a watch stream or a timer does)."""
+    store = Store()
+    queue: WorkQueue[Request] = WorkQueue()
+    order: list[str] = []
+    for i in range(passes):
+        name = f"a{i}"
+        store.put(api.AGENTS, {"metadata": {"name": name, "namespace": NS, "resourceVersion": "1"}})
+        queue.add(Request(Kind.AGENT, Ref(NS, name)))
+    quiet = Quiet(order, passes)
+    pool = WorkerPool(queue, store, {Kind.AGENT: quiet}, workers=1, slice_seconds=slice_seconds)
+
+    async def other() -> None:
+        while True:
+            order.append("other")
+            await asyncio.sleep(0)
+
+    ticker = asyncio.create_task(other())
+    pool.start()
+    await asyncio.wait_for(quiet.done.wait(), 5.0)
+    await pool.stop()
+    ticker.cancel()
+    return order
+
+
+def _runs_of_passes(order: list[str]) -> list[int]:
+    """The lengths of the runs of passes with nothing else between them."""
+    runs, run = [], 0
+    for item in order:
+        if item.startswith("pass"):
+            run += 1
+        elif run:
+            runs.append(run)
+            run = 0
+    return [*runs, run] if run else runs
+
+
+async def test_a_worker_gives_the_loop_a_turn_once_its_slice_is_used() -> None:
+    # a slice used up by every pass: the loop runs the rest between any two passes
+    assert _runs_of_passes(await _interleaving(slice_seconds=0.0)) == [1, 1, 1, 1, 1]
+    # a slice no pass uses up: the passes run back to back, as they all did before the slice
+    assert _runs_of_passes(await _interleaving(slice_seconds=3600.0)) == [5]
